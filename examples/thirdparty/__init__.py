@@ -1,0 +1,1 @@
+"""Stand-ins for third-party packages an MLIP depends on (distcheck cannot edit their code)."""

@@ -1,0 +1,51 @@
+"""distcheck: does a machine-learning interatomic potential give the same answers domain-decomposed
+over ranks as in one process — and if not, why, and what to change?
+
+Names are loaded on first use, so `import distcheck.spec` (the editor daemon) never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Batch": "distcheck.batch",
+    "NeighborList": "distcheck.batch",
+    "MLIPSpec": "distcheck.spec",
+    "SpecError": "distcheck.spec",
+    "DistributedError": "distcheck.runtime",
+    "DistributedRun": "distcheck.runtime",
+    "RankTimeout": "distcheck.runtime",
+    "SetupError": "distcheck.runtime",
+    "run_distributed": "distcheck.runtime",
+}
+
+__all__ = [
+    "Batch",
+    "DistributedError",
+    "DistributedRun",
+    "MLIPSpec",
+    "NeighborList",
+    "RankTimeout",
+    "SetupError",
+    "SpecError",
+    "__version__",
+    "run_distributed",
+]
+
+if TYPE_CHECKING:
+    from .batch import Batch, NeighborList
+    from .runtime import DistributedError, DistributedRun, RankTimeout, SetupError, run_distributed
+    from .spec import MLIPSpec, SpecError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'distcheck' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,56 @@
+"""Errors raised by the distributed runtime, with what each rank was doing and where it failed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["DistributedError", "Frame", "RankFailure", "RankTimeout", "SetupError"]
+
+
+class SetupError(ValueError):
+    """The run cannot start as asked (bad device list, NCCL on a shared GPU, …); nothing was started."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One traceback frame."""
+
+    file: str
+    line: int
+    function: str
+
+
+@dataclass
+class RankFailure:
+    """Why one rank stopped: its exception (or signal), the phase it was in, its last output lines."""
+
+    rank: int
+    type: str
+    message: str
+    phase: str
+    frames: list[Frame] = field(default_factory=list)
+    traceback: str = ""
+    exitcode: int | None = None
+    log_tail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+class DistributedError(RuntimeError):
+    """A distributed run failed; `failures[0]` is the rank that failed first."""
+
+    def __init__(self, message: str, failures: list[RankFailure]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+    @property
+    def primary(self) -> RankFailure | None:
+        """The first failure, the one that stopped the run."""
+        return self.failures[0] if self.failures else None
+
+
+class RankTimeout(DistributedError):
+    """The run passed `timeout_sec`; every rank was killed."""
