@@ -195,7 +195,8 @@ def partition_batch(batch: Batch, world_size: int, halo_width: float, replicated
             ids += [own, halo]
             mask += [torch.ones(len(own), dtype=torch.bool), torch.zeros(len(halo), dtype=torch.bool)]
             total = sl.stop - sl.start
-            per_system.append({"system": s, "owned": len(own), "halo": len(halo), "remote": total - len(own) - len(halo)})
+            remote = total - len(own) - len(halo)
+            per_system.append({"system": s, "owned": len(own), "halo": len(halo), "remote": remote})
         ranks.append(
             RankPartition(
                 rank=r,

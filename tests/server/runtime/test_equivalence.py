@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from conftest import assert_matches, reference
 
+from conftest import assert_matches, reference
 from distcheck import run_distributed
 
 EXAMPLES = ["pair_potential", "mpnn", "charge_eq", "stress_model", "helper_model", "unaware_model"]

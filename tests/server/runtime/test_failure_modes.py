@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 import torch
-from conftest import assert_matches, handler_ref, max_rel, reference
 
+from conftest import assert_matches, handler_ref, max_rel, reference
 from distcheck import run_distributed
 from distcheck.runtime import load_object
 from examples import charge_eq, helper_model, mpnn, stress_model, unaware_model

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import HERE, leftover_processes
 
+from conftest import HERE, leftover_processes
 from distcheck import DistributedError, RankTimeout, SetupError, run_distributed
 from distcheck.runtime import FactoryError, load_object
 
@@ -73,7 +73,7 @@ def test_lambda_and_closure_factories_are_refused_before_anything_starts() -> No
 
 
 def test_setup_errors_are_raised_up_front() -> None:
-    with pytest.raises(SetupError, match="NCCL|nccl"):
+    with pytest.raises(SetupError, match=r"NCCL|nccl"):
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, backend="nccl")
     with pytest.raises(SetupError, match="one device per rank"):
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, world_size=2, device=["cpu"])
