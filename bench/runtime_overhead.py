@@ -59,12 +59,15 @@ from distcheck.runtime import (  # noqa: E402
     DistributedRun,
     RankRecord,
     build_rank_context,
+    launch,
     resolve_halo_width,
 )
 from examples.mpnn import model_factory  # noqa: E402
 from examples.structures import make_batch, periodic_slab_system, slab_check  # noqa: E402
 
 CROSS_SECTION = (5, 5)
+FORKSERVER_PRELOAD = ("torch", "torch.distributed", "distcheck.runtime.launch")  # what launch.py preloads
+LAZY_IMPORTS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes")
 
 
 def build_sample(atoms: int) -> Any:
@@ -155,6 +158,13 @@ def lazy_import_seconds(module: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -205,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="distributed runs per world size (default 3)")
     parser.add_argument("--single-repeats", type=int, default=7, help="timed single-process calls (default 7)")
     parser.add_argument(
+        "--preload-lazy-imports",
+        action="store_true",
+        help="also preload torch._dynamo and torch.fx.experimental.symbolic_shapes in run_distributed's "
+        "forkserver (an experiment: shows what the first-call imports cost the rank forward)",
+    )
+    parser.add_argument(
         "--world-sizes", default="1,2,4", help="comma-separated world sizes (default 1,2,4; 1 is the control)"
     )
     args = parser.parse_args(argv)
@@ -213,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats, --single-repeats and every world size must be >= 1")
 
     torch.set_num_threads(1)
+    preload_note = "default forkserver preload (torch, torch.distributed, distcheck.runtime.launch)"
+    if args.preload_lazy_imports:
+        pool = launch.process_context()
+        if hasattr(pool, "set_forkserver_preload"):
+            pool.set_forkserver_preload([*FORKSERVER_PRELOAD, *LAZY_IMPORTS])
+            preload_note = "forkserver ALSO preloads " + ", ".join(LAZY_IMPORTS) + " (--preload-lazy-imports)"
+        else:
+            preload_note = "--preload-lazy-imports ignored: ranks start with spawn, not forkserver"
     batch, n_cells = build_sample(args.atoms)
     probe = model_factory()
     spec = MLIPSpec.coerce(probe.distribution_spec)
@@ -224,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}, torch {torch.__version__}, {os.cpu_count()} CPU cores, "
         f"cuda available: {torch.cuda.is_available()}, torch threads in this process: {torch.get_num_threads()}"
     )
+    print(f"load average at start (1/5/15 min): {_load()} — other work on the machine skews every figure below")
     print(
         f"sample: periodic_slab_system(n_cells={n_cells}) -> {batch.num_atoms} atoms, "
         f"{float(batch.cell[0, 0, 0]):.1f} x {float(batch.cell[0, 1, 1]):.1f} x {length:.1f} Å, float64; "
@@ -232,8 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     for w in world_sizes:
         if w > 1:
             problems = slab_check(batch, halo, w)
-            print(f"partition check W={w}: " + ("every rank has owned, halo and remote atoms" if not problems
-                                               else "; ".join(problems)))
+            print(
+                f"partition check W={w}: "
+                + ("every rank has owned, halo and remote atoms" if not problems else "; ".join(problems))
+            )
+    print(f"run_distributed: {preload_note}")
     print()
 
     cold, single, ref = time_single(batch, args.single_repeats)
@@ -265,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         results.append(s)
 
     print(f"    {args.repeats} runs per world size after one warm-up run; figures are medians over those runs")
+    print(
+        "    torch threads per rank = max(1, cpu_count // W): "
+        + ", ".join(f"W={w}: {max(1, (os.cpu_count() or 1) // w)}" for w in world_sizes)
+    )
     print()
     header = (
         f"{'W':>2} | {'rank fwd med (s)':>16} | {'rank fwd max (s)':>16} | {'single (s)':>10} | "
@@ -319,12 +351,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     print("(d) lazy imports a rank's first forward triggers (fresh interpreter, torch already imported):")
-    for module, why in (
-        ("torch._dynamo", "first use of the dispatch-level observer (TorchDispatchMode)"),
-        ("torch.fx.experimental.symbolic_shapes", "torch.autograd.grad with explicit grad_outputs (scaled seed)"),
-    ):
+    whys = (
+        "first use of the dispatch-level observer (TorchDispatchMode)",
+        "torch.autograd.grad with explicit grad_outputs (scaled seed)",
+    )
+    for module, why in zip(LAZY_IMPORTS, whys):
         print(f"    import {module}: {lazy_import_seconds(module):.3f} s  ({why})")
     print()
+    print(f"load average at end (1/5/15 min): {_load()}")
     print("handler firings on rank 0 and agreement with the single-process outputs (last run):")
     for s in results:
         print(

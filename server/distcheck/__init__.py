@@ -21,6 +21,9 @@ _EXPORTS = {
     "RankTimeout": "distcheck.runtime",
     "SetupError": "distcheck.runtime",
     "run_distributed": "distcheck.runtime",
+    "TraceReport": "distcheck.report",
+    "trace_and_validate": "distcheck.validate",
+    "validate_on_cpu": "distcheck.validate",
 }
 
 __all__ = [
@@ -32,14 +35,19 @@ __all__ = [
     "RankTimeout",
     "SetupError",
     "SpecError",
+    "TraceReport",
     "__version__",
     "run_distributed",
+    "trace_and_validate",
+    "validate_on_cpu",
 ]
 
 if TYPE_CHECKING:
     from .batch import Batch, NeighborList
+    from .report import TraceReport
     from .runtime import DistributedError, DistributedRun, RankTimeout, SetupError, run_distributed
     from .spec import MLIPSpec, SpecError
+    from .validate import trace_and_validate, validate_on_cpu
 
 
 def __getattr__(name: str) -> Any:

@@ -30,7 +30,7 @@ from ..batch import Batch, as_batch
 from ..spec import MLIPSpec
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
-from .factory import FactoryRef, resolve_factory
+from .factory import FactoryRef, load_object, resolve_factory
 
 __all__ = ["DistributedRun", "RankRecord", "resolve_backend", "resolve_devices", "run_distributed"]
 
@@ -75,6 +75,7 @@ class DistributedRun:
     devices: list[str]
     num_atoms: int
     num_systems: int
+    instrumentation: list[Any] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     def reconsolidate(self, spec: MLIPSpec) -> Consolidated:
@@ -182,7 +183,7 @@ def process_context() -> Any:
 
 
 @contextlib.contextmanager
-def _main_hidden() -> Iterator[None]:
+def main_hidden() -> Iterator[None]:
     """Keep multiprocessing from re-running the parent's `__main__` in each rank.
 
     Ranks import the factory by reference, so the parent's script is not needed there; re-running it
@@ -214,7 +215,7 @@ def _kill_group(proc: Any) -> None:
             pass
 
 
-def _stop_all(procs: Sequence[Any]) -> None:
+def stop_all(procs: Sequence[Any]) -> None:
     for p in procs:
         if p.exitcode is None:
             _kill_group(p)
@@ -230,14 +231,14 @@ def _stop_all(procs: Sequence[Any]) -> None:
 
 
 # -- inside a rank ---------------------------------------------------------------------------------
-def _write_phase(workdir: str, rank: int, phase: str) -> None:
+def write_phase(workdir: str, rank: int, phase: str) -> None:
     path = os.path.join(workdir, f"rank{rank}.phase")
     with open(path + ".tmp", "w") as fh:
         fh.write(phase)
     os.replace(path + ".tmp", path)
 
 
-def _frames(tb: Any) -> list[dict[str, Any]]:
+def traceback_frames(tb: Any) -> list[dict[str, Any]]:
     return [
         {"file": os.path.abspath(f.filename), "line": f.lineno or 0, "function": f.name}
         for f in traceback.extract_tb(tb)
@@ -260,13 +261,13 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
         tmp = os.path.join(workdir, f"rank{rank}.pt.tmp")
         torch.save(result, tmp)
         os.replace(tmp, os.path.join(workdir, f"rank{rank}.pt"))
-        _write_phase(workdir, rank, "done")
+        write_phase(workdir, rank, "done")
         code = 0
     except BaseException as exc:  # report everything, including SystemExit from user code
         record = {
             "type": type(exc).__name__,
             "message": str(exc),
-            "frames": _frames(exc.__traceback__),
+            "frames": traceback_frames(exc.__traceback__),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         }
         with open(os.path.join(workdir, f"rank{rank}.error.json"), "w") as fh:
@@ -297,7 +298,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.set_device(device)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    _write_phase(workdir, rank, "rendezvous")
+    write_phase(workdir, rank, "rendezvous")
     dist.init_process_group(
         job["backend"],
         init_method="file://" + os.path.join(workdir, "rendezvous"),
@@ -307,7 +308,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
         device_id=device if job["backend"] == "nccl" else None,
     )
     timings["rendezvous"] = time.perf_counter() - t0
-    _write_phase(workdir, rank, "factory")
+    write_phase(workdir, rank, "factory")
     t1 = time.perf_counter()
     factory: FactoryRef = job["factory"]
     wrapper = factory.load()()
@@ -316,20 +317,24 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     timings["factory"] = time.perf_counter() - t1
     batch = Batch.from_state(job["batch"]).to(device)
     spec = MLIPSpec.from_dict(job["spec"])
-    _write_phase(workdir, rank, "partition")
+    write_phase(workdir, rank, "partition")
     ctx, part = build_rank_context(batch, spec, wrapper, rank, world_size, group=None, device=device)
     model = DistributedModel(wrapper, spec, ctx, observe_dispatch=job.get("observe_dispatch", True))
     local = model.local_batch(batch)
-    _write_phase(workdir, rank, "forward")
+    instrument = None
+    if job.get("instrumentation"):
+        instrument = load_object(job["instrumentation"])(job.get("instrumentation_options") or {})
+    write_phase(workdir, rank, "forward")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t2 = time.perf_counter()
-    outputs = model(local)
+    with instrument.attach(wrapper, ctx, local) if instrument is not None else contextlib.nullcontext():
+        outputs = model(local)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     timings["forward"] = time.perf_counter() - t2
     timings["collectives"] = ctx.timings.get("collectives", 0.0)
-    _write_phase(workdir, rank, "collect")
+    write_phase(workdir, rank, "collect")
     counts = part.ranks[rank].counts(batch.num_atoms)
     record = {
         "rank": rank,
@@ -342,6 +347,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
         "halo_width": float(ctx.halo_width),
         "peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0,
     }
+    instrumentation = instrument.collect() if instrument is not None else None
     host_outputs = {k: v.detach().to("cpu") for k, v in outputs.items()}
     try:
         dist.barrier()
@@ -353,11 +359,12 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
         "record": record,
         "local_ids": ctx.local_ids.cpu(),
         "owned_mask": ctx.owned_mask.cpu(),
+        "instrumentation": instrumentation,
     }
 
 
 # -- the parent ------------------------------------------------------------------------------------
-def _read_failure(workdir: str, rank: int, exitcode: int | None) -> RankFailure:
+def read_failure(workdir: str, rank: int, exitcode: int | None) -> RankFailure:
     phase = "starting"
     try:
         with open(os.path.join(workdir, f"rank{rank}.phase")) as fh:
@@ -407,7 +414,7 @@ def _failure_message(first: RankFailure, world_size: int) -> str:
 
 
 def run_distributed(
-    model_factory: Callable[..., Any] | str,
+    model_factory: Callable[..., Any] | str | FactoryRef,
     batch: Any,
     spec: MLIPSpec | dict[str, Any] | str | os.PathLike[str],
     *,
@@ -416,6 +423,8 @@ def run_distributed(
     backend: str = "gloo",
     timeout_sec: float = 120.0,
     observe_dispatch: bool = True,
+    instrumentation: str | None = None,
+    instrumentation_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> DistributedRun:
@@ -427,6 +436,9 @@ def run_distributed(
     factory) or `SetupError` before anything starts, `DistributedError` when a rank fails (within
     moments of the failure; the others are killed) and `RankTimeout` past `timeout_sec`. No rank
     process outlives the call. `on_event(name, info)` is called for `rank_started`/`rank_finished`.
+    `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
+    `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
+    result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
     """
     if os.environ.get("DISTCHECK_RANK") is not None:
         raise SetupError(
@@ -452,6 +464,8 @@ def run_distributed(
         "batch": the_batch.to_state(),
         "spec": the_spec.to_dict(),
         "observe_dispatch": observe_dispatch,
+        "instrumentation": instrumentation,
+        "instrumentation_options": dict(instrumentation_options or {}),
         "env": dict(env or {}),
     }
     procs: list[Any] = []
@@ -459,7 +473,7 @@ def run_distributed(
     try:
         for r in range(world_size):
             p = ctx.Process(target=_rank_entry, args=(r, job), name=f"distcheck-rank{r}", daemon=False)
-            with _main_hidden():
+            with main_hidden():
                 p.start()
             procs.append(p)
             if on_event:
@@ -471,9 +485,9 @@ def run_distributed(
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 running = [r for r, p in pending.values()]
-                failures = [_read_failure(workdir, r, None) for r in running]
+                failures = [read_failure(workdir, r, None) for r in running]
                 phases = ", ".join(f"rank {f.rank} in {f.phase!r}" for f in failures)
-                _stop_all(procs)
+                stop_all(procs)
                 raise RankTimeout(
                     f"timed out after {timeout_sec:g} s ({phases}); every rank was killed. A rank blocked in "
                     "'forward' usually waits in a collective its peers never reached (ranks took different "
@@ -487,10 +501,10 @@ def run_distributed(
                 if on_event:
                     on_event("rank_finished", {"rank": r, "exitcode": p.exitcode})
                 if p.exitcode != 0:
-                    first = _read_failure(workdir, r, p.exitcode)
-                    _stop_all(procs)
+                    first = read_failure(workdir, r, p.exitcode)
+                    stop_all(procs)
                     others = [
-                        _read_failure(workdir, o, procs[o].exitcode)
+                        read_failure(workdir, o, procs[o].exitcode)
                         for o in range(world_size)
                         if o != r and os.path.exists(os.path.join(workdir, f"rank{o}.error.json"))
                     ]
@@ -498,12 +512,13 @@ def run_distributed(
         t_done = time.perf_counter()
         results = [torch.load(os.path.join(workdir, f"rank{r}.pt"), weights_only=True) for r in range(world_size)]
     finally:
-        _stop_all(procs)
+        stop_all(procs)
         shutil.rmtree(workdir, ignore_errors=True)
     rows = [RankRows(local_ids=res["local_ids"], owned_mask=res["owned_mask"]) for res in results]
     rank_outputs = [res["outputs"] for res in results]
     merged = consolidate(rank_outputs, rows, the_spec, the_batch.num_atoms, the_batch.num_systems)
     records = [RankRecord(**res["record"]) for res in results]
+    instrumented = [res.get("instrumentation") for res in results]
     return DistributedRun(
         outputs=merged.outputs,
         rank_outputs=rank_outputs,
@@ -517,6 +532,7 @@ def run_distributed(
         devices=devices,
         num_atoms=the_batch.num_atoms,
         num_systems=the_batch.num_systems,
+        instrumentation=instrumented,
         timings={
             "start": t_started - t_start,
             "ranks": t_done - t_started,

@@ -100,3 +100,7 @@ def factory_no_cutoff() -> nn.Module:
 
 def sample() -> Batch:
     return make_batch([periodic_slab_system((3, 3, 12), seed=3)])
+
+
+def factory_nan() -> Energy:
+    return Energy("nan")

@@ -1,0 +1,1010 @@
+"""`distcheck validate TARGET`: validate a model from the terminal or CI.
+
+TARGET is a factory reference (`path/file.py:factory` or `package.module:factory`), a `.py` file
+defining `model_factory`, or the name of a target in `[tool.distcheck]` of the nearest
+`pyproject.toml` (searched upwards from the current directory, or given with `--config`). Progress goes
+to stderr one plain line per event; the report goes to stdout. Exit codes: 0 passed, 1 failed,
+2 usage or setup error (and a report whose verdict is "error"), 3 inconclusive, 130 interrupted.
+
+Configuration (paths relative to the pyproject's directory)::
+
+    [tool.distcheck]
+    python_path = ["src"]        # prepended to sys.path (and PYTHONPATH) before importing anything
+    world_size = 2               # any validator option here is a default for every target
+
+    [[tool.distcheck.targets]]
+    name = "my_model"
+    factory = "models/my_model.py:model_factory"    # or "mypkg.models:model_factory"
+    sample = "data/water.extxyz"                     # or "models/my_model.py:sample_batch"
+    spec = "my_model.distspec.json"                  # prior spec (optional; skipped if missing)
+    watched_helper_packages = ["aimnet.nbops"]
+
+or one target directly in `[tool.distcheck]` (`factory`, `sample`, optional `name`, `spec`, options).
+The directory of the pyproject is put on `sys.path` too; with a factory reference on the command line
+the current directory is (as `python -m` does).
+
+Validator options (config key / flag): `world_size` (--world-size), `device` (--device), `atol`,
+`rtol`, `auto_fix` (--no-auto-fix), `max_fix_attempts`, `backend`, `timeout_sec` (--timeout),
+`watched_helper_packages` (--watch / --no-watch), `helper_sample_every`, `layer_diagnostic`
+(--no-layer-diagnostic). Flags win over the target's entry, which wins over the table's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import re
+import socket
+import sys
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, TextIO
+
+from . import __version__
+
+if TYPE_CHECKING:
+    from .report import TraceReport
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FAILED",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_INTERRUPTED",
+    "EXIT_PASSED",
+    "ConfigError",
+    "Target",
+    "build_parser",
+    "find_config",
+    "junit_xml",
+    "load_targets",
+    "main",
+]
+
+EXIT_PASSED = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+EXIT_INCONCLUSIVE = 3
+EXIT_INTERRUPTED = 130
+
+_VERDICT_EXIT = {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}
+
+# Validator options a config may set, with the Python type each must have.
+_OPTION_TYPES: dict[str, str] = {
+    "world_size": "int",
+    "device": "str",
+    "atol": "float",
+    "rtol": "float",
+    "auto_fix": "bool",
+    "max_fix_attempts": "int",
+    "backend": "str",
+    "timeout_sec": "float",
+    "watched_helper_packages": "list[str]",
+    "helper_sample_every": "int",
+    "layer_diagnostic": "bool",
+}
+_OPTION_ALIASES = {"timeout": "timeout_sec", "watch": "watched_helper_packages"}
+_TARGET_KEYS = ("name", "factory", "sample", "spec")
+_TABLE_KEYS = ("python_path", "targets")
+_ATTR_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_DISTCHECK_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class ConfigError(Exception):
+    """A problem with the command line, the configuration or the target; `hint` says what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+@dataclass
+class Target:
+    """One thing to validate, with references already made absolute where they are paths.
+
+    `factory` and `sample` are as the engine and `load_object` take them (`"/abs/file.py:attr"` or
+    `"pkg.mod:attr"`); `sample` may instead be an absolute structure-file path (`sample_is_file`), or
+    None to use the factory module's `sample_batch`. `spec` is a prior spec file; `spec_required`
+    says whether a missing file is an error (given with --spec) or skipped (from the config).
+    `options` are validator options from the config. `root` is the project directory
+    (the pyproject's directory, else the current directory) and `python_path` the directories to put
+    on `sys.path`.
+    """
+
+    name: str | None
+    factory: str
+    sample: str | None = None
+    sample_is_file: bool = False
+    spec: str | None = None
+    spec_required: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    root: str = "."
+    python_path: list[str] = field(default_factory=list)
+    config: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The name, or the factory reference."""
+        return self.name or self.factory
+
+
+# --------------------------------------------------------------------------------------------------
+# references
+
+
+def _split_reference(text: str) -> tuple[str, str] | None:
+    """`(where, attr)` when `text` looks like `where:attr.path`, else None."""
+    where, sep, attr = text.rpartition(":")
+    if not sep or not where or not _ATTR_PATH.fullmatch(attr):
+        return None
+    return where, attr
+
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def _absolute_reference(text: str, base: str, what: str) -> str:
+    """`text` (`file.py:attr` or `pkg.mod:attr`) with a file path made absolute against `base`."""
+    parts = _split_reference(text)
+    if parts is None:
+        raise ConfigError(
+            f"{what} {text!r} is not a reference",
+            "write it as 'path/file.py:function' or 'package.module:function'",
+        )
+    where, attr = parts
+    if _is_path(where):
+        where = os.path.normpath(os.path.join(base, os.path.expanduser(where)))
+    return f"{where}:{attr}"
+
+
+def _target_from_reference(text: str, base: str) -> Target | None:
+    """A target for a factory reference or a `.py` file given on the command line, else None."""
+    if _split_reference(text) is not None:
+        return Target(name=None, factory=_absolute_reference(text, base, "factory"), root=base)
+    if text.endswith(".py"):
+        path = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
+        if not os.path.isfile(path):
+            raise ConfigError(f"factory file {path} does not exist", "check the path of TARGET")
+        return Target(name=None, factory=f"{path}:model_factory", root=base)
+    return None
+
+
+def _sample_reference(text: str, base: str) -> tuple[str, bool]:
+    """`(reference, is_structure_file)` for a `--sample` / `sample =` value."""
+    candidate = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
+    if os.path.isfile(candidate) and not candidate.endswith(".py"):
+        return candidate, True
+    if _split_reference(text) is not None:
+        return _absolute_reference(text, base, "sample"), False
+    if text.endswith(".py"):
+        if not os.path.isfile(candidate):
+            raise ConfigError(f"sample file {candidate} does not exist", "check the path of the sample")
+        return f"{candidate}:sample_batch", False
+    raise ConfigError(
+        f"sample {text!r} is neither an existing structure file ({candidate} not found) nor a reference",
+        "give a structure file ASE can read (.xyz, .extxyz, .cif, ...), 'path/file.py:sample_batch' or "
+        "'package.module:attr'",
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# configuration
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    for name in ("tomllib", "tomli"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        try:
+            data: dict[str, Any] = module.loads(text)
+        except module.TOMLDecodeError as exc:
+            raise ConfigError(f"invalid TOML: {exc}", "fix the syntax of the file") from exc
+        return data
+    raise ConfigError(
+        "reading pyproject.toml needs Python 3.11+ (tomllib) or the tomli package",
+        "pip install tomli, or name the factory directly: distcheck validate path/file.py:model_factory",
+    )
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path given to --config") from exc
+    try:
+        return _toml_loads(text)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err.message}", err.hint) from err
+
+
+def _distcheck_table(data: Mapping[str, Any]) -> Any:
+    tool = data.get("tool")
+    return tool.get("distcheck") if isinstance(tool, Mapping) else None
+
+
+def find_config(start: str | None = None) -> str | None:
+    """The nearest `pyproject.toml` with a `[tool.distcheck]` table, from `start` (default: the current
+    directory) upwards, or None."""
+    directory = os.path.abspath(start or os.getcwd())
+    while True:
+        path = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(path) and _distcheck_table(_read_toml(path)) is not None:
+            return path
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _check_type(value: Any, kind: str) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+_KIND_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "list[str]": "a list of strings",
+}
+
+
+def _options(table: Mapping[str, Any], where: str, allowed_extra: Sequence[str]) -> dict[str, Any]:
+    """The validator options in `table`, type-checked; any key that is neither an option nor in
+    `allowed_extra` is an error."""
+    out: dict[str, Any] = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        key = _OPTION_ALIASES.get(key, key)
+        if key in allowed_extra:
+            continue
+        kind = _OPTION_TYPES.get(key)
+        if kind is None:
+            allowed = ", ".join(sorted({*allowed_extra, *_OPTION_TYPES}))
+            raise ConfigError(f"{where}: unknown key {raw_key!r}", f"allowed keys there: {allowed}")
+        if not _check_type(value, kind):
+            raise ConfigError(f"{where}: {raw_key!r} must be {_KIND_WORDS[kind]}, got {value!r}")
+        out[key] = float(value) if kind == "float" else value
+    return out
+
+
+def _string(table: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}: {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass
+class _Table:
+    """The `[tool.distcheck]` table of one pyproject: where it is, `python_path` resolved, the table-level
+    validator options (defaults for every target) and the raw target entries with their labels."""
+
+    config: str
+    root: str
+    python_path: list[str]
+    defaults: dict[str, Any]
+    entries: list[tuple[Mapping[str, Any], str]]
+    single: bool
+
+
+def _read_table(config: str) -> _Table:
+    config = os.path.abspath(config)
+    root = os.path.dirname(config)
+    table = _distcheck_table(_read_toml(config))
+    if table is None:
+        raise ConfigError(f"{config} has no [tool.distcheck] table", "add one (see `distcheck validate --help`)")
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{config}: tool.distcheck must be a table")
+    where = f"{config}: [tool.distcheck]"
+    python_path = table.get("python_path", [])
+    if isinstance(python_path, str):
+        python_path = [python_path]
+    if not _check_type(python_path, "list[str]"):
+        raise ConfigError(f"{where}: 'python_path' must be a list of directories, got {python_path!r}")
+    dirs = [os.path.normpath(os.path.join(root, os.path.expanduser(p))) for p in python_path]
+    entries = table.get("targets")
+    if entries is None:
+        defaults = _options(table, where, (*_TABLE_KEYS, *_TARGET_KEYS))
+        body = {k: v for k, v in table.items() if k != "python_path"}
+        return _Table(config, root, dirs, defaults, [(body, where)] if "factory" in table else [], single=True)
+    if "factory" in table:
+        raise ConfigError(
+            f"{where} has both 'factory' and [[tool.distcheck.targets]]",
+            "use one form: move the factory into a [[tool.distcheck.targets]] entry",
+        )
+    for key in ("name", "sample", "spec"):
+        if key in table:
+            raise ConfigError(f"{where}: {key!r} belongs in each [[tool.distcheck.targets]] entry")
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise ConfigError(f"{where}: 'targets' must be an array of tables ([[tool.distcheck.targets]])")
+    defaults = _options(table, where, _TABLE_KEYS)
+    labelled = [(e, f"{config}: [[tool.distcheck.targets]] #{i + 1}") for i, e in enumerate(entries)]
+    return _Table(config, root, dirs, defaults, labelled, single=False)
+
+
+def load_targets(config: str) -> list[Target]:
+    """Every target in the `[tool.distcheck]` table of `config`, paths resolved against its directory.
+
+    Raises `ConfigError` for a missing table or target, unknown keys, wrong types, duplicate names or a
+    target without a factory.
+    """
+    table = _read_table(config)
+    if not table.entries:
+        raise ConfigError(
+            f"{table.config}: [tool.distcheck] defines no target",
+            "add factory = 'path/file.py:model_factory' (and sample = ...) to it, or "
+            "[[tool.distcheck.targets]] entries with a name each",
+        )
+    targets: list[Target] = []
+    for entry, where in table.entries:
+        name = _string(entry, "name", where)
+        if name is None and not table.single:
+            raise ConfigError(f"{where} has no 'name'", "give every target a name = '...'")
+        if name is not None:
+            where = f"{table.config}: target {name!r}"
+        options = {**table.defaults, **_options(entry, where, _TARGET_KEYS)}
+        factory = _string(entry, "factory", where)
+        if factory is None:
+            raise ConfigError(f"{where} has no 'factory'", "add factory = 'path/file.py:model_factory'")
+        target = Target(
+            name=name or "default",
+            factory=_absolute_reference(factory, table.root, f"{where}: factory"),
+            options=options,
+            root=table.root,
+            python_path=list(table.python_path),
+            config=table.config,
+        )
+        sample = _string(entry, "sample", where)
+        if sample is not None:
+            try:
+                target.sample, target.sample_is_file = _sample_reference(sample, table.root)
+            except ConfigError as err:
+                raise ConfigError(f"{where}: {err.message}", err.hint) from err
+        spec = _string(entry, "spec", where)
+        if spec is not None:
+            target.spec = os.path.normpath(os.path.join(table.root, os.path.expanduser(spec)))
+        targets.append(target)
+    names = [t.name for t in targets]
+    for n in names:
+        if names.count(n) > 1:
+            raise ConfigError(
+                f"{table.config}: target name {n!r} is used more than once", "give every target its own name"
+            )
+    return targets
+
+
+def _select_target(targets: Sequence[Target], name: str | None, config: str) -> Target:
+    names = ", ".join(str(t.name) for t in targets)
+    if name is None:
+        if len(targets) == 1:
+            return targets[0]
+        raise ConfigError(f"{config} defines several targets ({names})", "name one: distcheck validate NAME")
+    for t in targets:
+        if t.name == name:
+            return t
+    raise ConfigError(
+        f"no target named {name!r} in {config} (targets: {names})",
+        "use one of those names, or give a factory reference such as 'path/file.py:model_factory'",
+    )
+
+
+def _resolve_target(args: argparse.Namespace) -> Target:
+    """The target named by the command line (with the config's options when it comes from a config)."""
+    cwd = os.getcwd()
+    config = os.path.abspath(args.config) if args.config else None
+    if config is not None and not os.path.isfile(config):
+        raise ConfigError(f"config file {config} does not exist", "check the path given to --config")
+    target: Target | None = None
+    if args.target is not None:
+        target = _target_from_reference(args.target, cwd)
+    if target is not None:
+        if config is not None:  # a direct reference still takes the config's python_path and defaults
+            table = _read_table(config)
+            target.python_path = list(table.python_path)
+            target.options = dict(table.defaults)
+            target.config = table.config
+        target.python_path.append(cwd)
+    else:
+        if config is None:
+            config = find_config(cwd)
+        if config is None:
+            raise ConfigError(
+                f"{args.target!r} is not a factory reference and no pyproject.toml with [tool.distcheck] was "
+                f"found from {cwd} upwards"
+                if args.target is not None
+                else f"no TARGET given and no pyproject.toml with [tool.distcheck] was found from {cwd} upwards",
+                "give a factory reference such as 'path/file.py:model_factory' or 'package.module:model_factory', "
+                "or point --config at a pyproject.toml that defines targets",
+            )
+        target = _select_target(load_targets(config), args.target, config)
+        target.python_path.append(target.root)
+    if args.sample is not None:
+        target.sample, target.sample_is_file = _sample_reference(args.sample, cwd)
+    if args.spec is not None:
+        target.spec = os.path.abspath(os.path.expanduser(args.spec))
+        target.spec_required = True
+    return target
+
+
+# --------------------------------------------------------------------------------------------------
+# options
+
+
+def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("world_size", "device", "atol", "rtol", "max_fix_attempts", "backend", "helper_sample_every"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    if args.timeout is not None:
+        out["timeout_sec"] = args.timeout
+    if args.no_auto_fix:
+        out["auto_fix"] = False
+    if args.no_layer_diagnostic:
+        out["layer_diagnostic"] = False
+    if args.no_watch:
+        out["watched_helper_packages"] = []
+    elif args.watch:
+        out["watched_helper_packages"] = [p.strip() for item in args.watch for p in item.split(",") if p.strip()]
+    return out
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    checks: list[tuple[str, Callable[[Any], bool], str]] = [
+        ("world_size", lambda v: v >= 1, "at least 1"),
+        ("atol", lambda v: v >= 0, ">= 0"),
+        ("rtol", lambda v: v >= 0, ">= 0"),
+        ("max_fix_attempts", lambda v: v >= 0, ">= 0"),
+        ("timeout_sec", lambda v: v > 0, "> 0 seconds"),
+        ("helper_sample_every", lambda v: v >= 1, "at least 1"),
+        ("backend", lambda v: v in ("auto", "gloo", "nccl"), "one of auto, gloo, nccl"),
+        ("device", lambda v: v in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", v) is not None, ""),
+    ]
+    for key, ok, words in checks:
+        if key in options and not ok(options[key]):
+            if key == "device":
+                raise ConfigError(
+                    f"device {options[key]!r} not understood", "use auto, cpu, cuda (one rank per GPU) or cuda:N"
+                )
+            raise ConfigError(f"{key} must be {words}, got {options[key]!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# output
+
+
+class _Printer:
+    """Plain progress and notice lines on stderr (no cursor tricks, so CI logs stay readable)."""
+
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+
+    def write(self, line: str, *, always: bool = False) -> None:
+        if self.quiet and not always:
+            return
+        try:
+            self.stream.write(line + "\n")
+        except UnicodeEncodeError:
+            enc = getattr(self.stream, "encoding", None) or "ascii"
+            self.stream.write(line.encode(enc, "backslashreplace").decode(enc, "replace") + "\n")
+        self.stream.flush()
+
+    def notice(self, text: str) -> None:
+        self.write(f"distcheck: {text}")
+
+    def progress(self, event: str, info: Mapping[str, Any]) -> None:
+        line = _progress_line(event, info)
+        if line:
+            self.write(f"[{time.perf_counter() - self.t0:6.1f}s] {line}")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _progress_line(event: str, info: Mapping[str, Any]) -> str:
+    if event == "reference_started":
+        return "reference run…"
+    if event == "reference_finished":
+        seconds = info.get("seconds")
+        return f"reference run finished ({seconds:.1f} s)" if isinstance(seconds, (int, float)) else "reference done"
+    if event == "attempt_started":
+        index = int(info.get("index", 0))
+        rule = _one_line(info.get("rule") or "initial spec")
+        rationale = _one_line(info.get("rationale") or "")
+        return f"attempt {index + 1}/{info.get('total', '?')}: {rule}" + (f" — {rationale}" if rationale else "")
+    if event == "rank_started":
+        pid = info.get("pid")
+        return f"rank {info.get('rank')} started" + (f" (pid {pid})" if pid is not None else "")
+    if event == "rank_finished":
+        code = info.get("exitcode")
+        return f"rank {info.get('rank')} finished" + ("" if code in (0, None) else f" with exit code {code}")
+    if event == "attempt_finished":
+        index = int(info.get("index", 0))
+        if info.get("passed"):
+            return f"attempt {index + 1} passed"
+        failing = [str(f) for f in info.get("failing") or []]
+        return f"attempt {index + 1} failed" + (f" ({', '.join(failing)} out of tolerance)" if failing else "")
+    if event == "finished":
+        return "validation finished: " + ("ok" if info.get("ok") else "not ok")
+    details = ", ".join(f"{k}={_one_line(v)}" for k, v in info.items())
+    return f"{event}" + (f" ({details})" if details else "")
+
+
+def _tolerance(tol: object, name: str, kind: str) -> object:
+    if isinstance(tol, Mapping):
+        for key in (name, kind, "default"):
+            if key in tol:
+                return tol[key]
+        return None
+    return tol
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return "-" if x is None else str(x)
+
+
+def junit_xml(report: TraceReport, suite_name: str) -> ET.ElementTree:
+    """JUnit XML for CI: one testsuite, one testcase per output of the best attempt (a `<failure>` with
+    the abs/rel differences when it is out of tolerance), a `partition` testcase failing when the
+    partition is degenerate, and a `run` testcase carrying the error when a run failed."""
+    best = report.best_attempt
+    classname = f"distcheck.{suite_name}"
+    cases: list[ET.Element] = []
+    meta = report.meta
+    if best is not None:
+        for name, v in best.verdicts.items():
+            case = ET.Element("testcase", {"classname": classname, "name": name})
+            if not v.passed:
+                atol = _tolerance(meta.get("atol"), name, v.kind)
+                rtol = _tolerance(meta.get("rtol"), name, v.kind)
+                message = (
+                    f"{name} ({v.kind}): {v.status}, max abs diff {_fmt(v.max_abs_diff)} (atol {_fmt(atol)}), "
+                    f"max rel diff {_fmt(v.max_rel_diff)} (rtol {_fmt(rtol)}), "
+                    f"{v.n_failing}/{v.n_total} elements out of tolerance"
+                )
+                failure = ET.SubElement(case, "failure", {"message": message, "type": v.status})
+                details = [message]
+                if v.worst_index is not None:
+                    details.append(f"worst element at index {v.worst_index}")
+                details.append(f"spec tried: {best.rationale}")
+                failure.text = "\n".join(details)
+            cases.append(case)
+        partition = ET.Element("testcase", {"classname": classname, "name": "partition"})
+        if best.degenerate:
+            failure = ET.SubElement(
+                partition,
+                "failure",
+                {"message": "degenerate partition: a pass proves nothing", "type": "degenerate"},
+            )
+            failure.text = "\n".join(best.degenerate)
+        cases.append(partition)
+        if best.error is not None or not best.verdicts:
+            run = ET.Element("testcase", {"classname": classname, "name": "run"})
+            if best.error is not None:
+                e = best.error
+                error = ET.SubElement(run, "error", {"message": _one_line(f"{e.type}: {e.message}"), "type": e.type})
+                error.text = "\n".join(x for x in (e.hint, e.traceback) if x)
+            else:
+                ET.SubElement(run, "failure", {"message": "no outputs were compared", "type": "no-verdicts"})
+            cases.append(run)
+    else:
+        run = ET.Element("testcase", {"classname": classname, "name": "run"})
+        ET.SubElement(run, "error", {"message": "no attempt was made", "type": "error"})
+        cases.append(run)
+    failures = sum(1 for c in cases if c.find("failure") is not None)
+    errors = sum(1 for c in cases if c.find("error") is not None)
+    total = meta.get("timings", {}).get("total") if isinstance(meta.get("timings"), Mapping) else None
+    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors), "skipped": "0"}
+    seconds = f"{float(total):.3f}" if isinstance(total, (int, float)) else "0"
+    root = ET.Element("testsuites", {"name": "distcheck", **counts, "time": seconds})
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        {
+            "name": classname,
+            **counts,
+            "time": seconds,
+            "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+            "hostname": socket.gethostname(),
+        },
+    )
+    properties = ET.SubElement(suite, "properties")
+    props = {"verdict": report.verdict, "next_action": report.next_action.split("\n")[0]}
+    for key in ("world_size", "device", "backend", "atol", "rtol", "factory"):
+        if key in meta:
+            props[key] = _one_line(meta[key])
+    for key, value in props.items():
+        ET.SubElement(properties, "property", {"name": key, "value": value})
+    suite.extend(cases)
+    out = ET.SubElement(suite, "system-out")
+    out.text = report.render_text(color=False)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def _write_text(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+# --------------------------------------------------------------------------------------------------
+# running
+
+
+def _where_raised(exc: BaseException) -> str:
+    """`" (at file:line in function)"` for the innermost frame outside distcheck, or ""."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_DISTCHECK_DIR)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {f.filename}:{f.lineno} in {f.name})"
+
+
+def _import(reference: str, what: str) -> Any:
+    from .runtime.factory import FactoryError, load_object
+
+    try:
+        return load_object(reference)
+    except FactoryError as err:
+        raise ConfigError(f"{what}: {err}", "check the reference, the working directory and python_path") from err
+    except Exception as exc:
+        hint = "fix the error in that module (it is imported the same way in every rank)"
+        if isinstance(exc, ModuleNotFoundError):
+            hint = (
+                f"{exc.name or 'that module'} is not importable here: install it, run from the project root, "
+                "or list the directory that holds it in python_path under [tool.distcheck]"
+            )
+        raise ConfigError(
+            f"importing the {what} {reference!r} raised {type(exc).__name__}: {exc}{_where_raised(exc)}", hint
+        ) from exc
+
+
+def _load_sample(target: Target, factory: Any) -> tuple[Any, dict[str, Any]]:
+    """The sample batch and where it came from; `factory` is the loaded factory (its module's
+    `sample_batch` is the default sample)."""
+    from .batch import Batch, as_batch
+
+    if target.sample_is_file:
+        assert target.sample is not None
+        try:
+            return Batch.read(target.sample), {"file": target.sample}
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"cannot read the sample structure file: {exc}", "give a structure file that ASE can read"
+            ) from exc
+    reference = target.sample
+    if reference is None:
+        module_ref = target.factory.rpartition(":")[0]
+        if not hasattr(inspect.getmodule(factory), "sample_batch"):
+            raise ConfigError(
+                f"no sample for {target.label}: {module_ref} defines no sample_batch",
+                "pass --sample (a structure file or 'path/file.py:callable'), add sample = ... to the target, "
+                "or define sample_batch() next to the factory",
+            )
+        reference = f"{module_ref}:sample_batch"
+    source = _import(reference, "sample")
+    obj = source
+    if callable(source) and not isinstance(source, type):
+        try:
+            obj = source()
+        except Exception as exc:
+            raise ConfigError(
+                f"calling the sample {reference!r} raised {type(exc).__name__}: {exc}{_where_raised(exc)}",
+                "fix the sample function (it is called with no arguments)",
+            ) from exc
+    try:
+        batch = as_batch(obj)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"the sample {reference!r} is not a batch: {exc}",
+            "return a distcheck.batch.Batch, an ase.Atoms or a list of them",
+        ) from exc
+    return batch, _source_of(source, reference)
+
+
+def _source_of(obj: Any, reference: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"reference": reference, "qualname": reference.rpartition(":")[2]}
+    try:
+        target = inspect.unwrap(obj)
+        file = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except (TypeError, OSError):
+        return info
+    if file:
+        info["file"] = os.path.abspath(file)
+        info["line"] = int(line) if line else 1
+    return info
+
+
+def _resolve_device(options: dict[str, Any], printer: _Printer) -> str:
+    """`"cpu"` or a CUDA device string; `auto` becomes `cuda:0` when torch sees a GPU."""
+    import torch
+
+    device = str(options.pop("device", "auto"))
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda:0"
+        printer.notice("no GPU: validating on the CPU with gloo")
+        return "cpu"
+    return device
+
+
+def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> TraceReport:
+    from .spec import MLIPSpec
+    from .validate import trace_and_validate, validate_on_cpu
+
+    factory = _import(target.factory, "factory")
+    if not callable(factory):
+        raise ConfigError(
+            f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
+            "point TARGET at a function that returns the model",
+        )
+    batch, sample_info = _load_sample(target, factory)
+    spec: MLIPSpec | None = None
+    if target.spec is not None:
+        if os.path.exists(target.spec) or target.spec_required:
+            spec = MLIPSpec.load(target.spec)
+        else:
+            printer.notice(
+                f"spec file {target.spec} does not exist yet; starting from the wrapper's distribution_spec "
+                f"(write it with --save-spec {os.path.relpath(target.spec)})"
+            )
+    device = _resolve_device(options, printer)
+    kwargs = dict(options, progress=printer.progress, spec=spec)
+    if device == "cpu":
+        backend = kwargs.pop("backend", "auto")
+        if backend == "nccl":
+            raise ConfigError("backend nccl needs CUDA devices, but the device is cpu", "use --backend gloo or auto")
+        report = validate_on_cpu(target.factory, batch, **kwargs)
+    else:
+        report = trace_and_validate(target.factory, batch, device=device, **kwargs)
+    if report.target is None:
+        report.target = {
+            "name": target.name,
+            "factory": _source_of(factory, target.factory),
+            "sample": sample_info,
+            "spec_path": target.spec,
+            "config": target.config,
+        }
+    report.meta.setdefault("root", target.root)
+    return report
+
+
+def _finish(report: TraceReport, target: Target, args: argparse.Namespace, printer: _Printer, out: TextIO) -> int:
+    color = not args.no_color and "NO_COLOR" not in os.environ and bool(getattr(out, "isatty", lambda: False)())
+    text = report.render_text(color=color)
+    out.write(text.split("\n")[0] + "\n" if args.quiet else text)
+    out.flush()
+    code = _VERDICT_EXIT.get(report.verdict, EXIT_ERROR)
+    try:
+        if args.json:
+            _write_text(args.json, report.to_json(indent=True))
+            printer.notice(f"wrote the report to {args.json}")
+        if args.junit:
+            tree = junit_xml(report, target.name or _suite_name(target.factory))
+            os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
+            tree.write(args.junit, encoding="utf-8", xml_declaration=True)
+            printer.notice(f"wrote JUnit XML to {args.junit}")
+        if args.save_spec:
+            if report.verdict == "passed":
+                report.spec.save(args.save_spec)
+                printer.notice(f"saved the validated spec to {args.save_spec}")
+            else:
+                printer.notice(f"not saving the spec to {args.save_spec}: the validation {report.verdict}")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}", "check the output path") from exc
+    return code
+
+
+def _suite_name(reference: str) -> str:
+    where, _, attr = reference.rpartition(":")
+    stem = os.path.splitext(os.path.basename(where))[0] if _is_path(where) else where
+    return f"{stem}.{attr}"
+
+
+@dataclass
+class _PathState:
+    sys_path: list[str]
+    pythonpath: str | None
+
+
+def _push_python_path(dirs: Sequence[str]) -> _PathState:
+    """Put `dirs` first on `sys.path` (ranks inherit it) and on PYTHONPATH (processes they start)."""
+    state = _PathState(list(sys.path), os.environ.get("PYTHONPATH"))
+    unique = list(dict.fromkeys(dirs))
+    for d in reversed(unique):
+        if d in sys.path:
+            sys.path.remove(d)
+        sys.path.insert(0, d)
+    current = [p for p in (state.pythonpath or "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*unique, *(p for p in current if p not in unique)])
+    return state
+
+
+def _pop_python_path(state: _PathState) -> None:
+    sys.path[:] = state.sys_path
+    if state.pythonpath is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = state.pythonpath
+
+
+def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    printer = _Printer(err, args.quiet)
+    target = _resolve_target(args)
+    options = {**target.options, **_cli_options(args)}
+    _check_options(options)
+    state = _push_python_path(target.python_path)
+    try:
+        report = _validate(target, options, printer)
+        return _finish(report, target, args, printer, out)
+    finally:
+        _pop_python_path(state)
+
+
+# --------------------------------------------------------------------------------------------------
+# command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own usage errors, exit 2 like ours
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `distcheck` argument parser."""
+    parser = _Parser(
+        prog="distcheck",
+        description="Check that an interatomic potential gives the same answers domain-decomposed over ranks "
+        "as in one process.",
+    )
+    parser.add_argument("--version", action="version", version=f"distcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    v = sub.add_parser(
+        "validate",
+        help="validate a model (exit 0 passed, 1 failed, 2 error, 3 inconclusive)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help="'path/file.py:factory', 'package.module:factory', a .py file defining model_factory, or a target "
+        "name from [tool.distcheck] (optional when the config defines one target)",
+    )
+    v.add_argument(
+        "--sample",
+        metavar="SAMPLE",
+        help="a structure file ASE can read (.xyz, .extxyz, .cif, ...) or 'path/file.py:callable_or_attr' / "
+        "'package.module:attr' (default: the factory module's sample_batch)",
+    )
+    v.add_argument("--config", metavar="PATH", help="pyproject.toml to read targets from (default: nearest upwards)")
+    g = v.add_argument_group("validator options")
+    g.add_argument("--world-size", type=int, metavar="N", help="number of ranks (default 2)")
+    g.add_argument(
+        "--device",
+        metavar="DEV",
+        help="auto (cuda:0 when torch sees a GPU, else the CPU), cpu, cuda (one rank per GPU) or cuda:N",
+    )
+    g.add_argument("--atol", type=float, metavar="X", help="absolute tolerance (default 1e-5)")
+    g.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (default 1e-4)")
+    g.add_argument("--no-auto-fix", action="store_true", help="try the initial spec only")
+    g.add_argument("--max-fix-attempts", type=int, metavar="N", help="auto-fix attempts after the first (default 8)")
+    g.add_argument("--backend", choices=("auto", "gloo", "nccl"), help="collective backend (default auto)")
+    g.add_argument("--timeout", type=float, metavar="SEC", help="seconds per run before every rank is killed")
+    g.add_argument(
+        "--watch",
+        action="append",
+        metavar="PKG",
+        help="package whose helpers are traced (repeatable or comma-separated; replaces the default aimnet.nbops)",
+    )
+    g.add_argument("--no-watch", action="store_true", help="trace no third-party helpers")
+    g.add_argument("--helper-sample-every", type=int, metavar="N", help="record every Nth helper call (default 8)")
+    g.add_argument("--no-layer-diagnostic", action="store_true", help="skip the per-module divergence search")
+    g.add_argument("--spec", metavar="PATH", help="prior spec file to start from")
+    o = v.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    o.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per output)")
+    o.add_argument("--save-spec", metavar="FILE", help="save the validated spec when the validation passed")
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress; print only the verdict line")
+    o.add_argument("--no-color", action="store_true", help="no ANSI colors (also: NO_COLOR set, or not a tty)")
+    o.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def _error(err: TextIO, message: str, hint: str = "") -> None:
+    err.write(f"distcheck: error: {message}\n")
+    if hint:
+        err.write(f"  what to do: {hint}\n")
+    err.flush()
+
+
+def _setup_error(exc: BaseException) -> tuple[str, str] | None:
+    """`(message, hint)` for the errors that mean "cannot validate as asked", else None."""
+    from .runtime.errors import SetupError
+    from .runtime.factory import FactoryError
+    from .spec import SpecError
+
+    if isinstance(exc, SpecError):
+        if exc.path == "$" and exc.line is None:
+            return f"cannot use the spec: {exc.message}", "fix the path given to --spec (or spec = in the config)"
+        where = f"{exc.file}:{exc.line}" if exc.file and exc.line else (exc.file or "the spec")
+        return f"invalid spec in {where}: {exc}", "fix the spec file, or drop --spec to start from the wrapper's spec"
+    if isinstance(exc, FactoryError):
+        return str(exc), "check the factory reference; the factory must be a module-level function"
+    if isinstance(exc, SetupError):
+        return str(exc), "change the options (see distcheck validate --help)"
+    if isinstance(exc, RuntimeError) and ("CUDA" in str(exc) or "cuda" in str(exc)):
+        return str(exc), "use --device cpu (or auto) on a machine without a GPU"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `distcheck` command line; returns the exit code (see the module docstring)."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(list(argv) if argv is not None else None)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+        if args.command != "validate":
+            parser.print_help(err)
+            return EXIT_ERROR
+        try:
+            return _cmd_validate(args, out, err)
+        except ConfigError as exc:
+            if args.traceback:
+                raise
+            _error(err, exc.message, exc.hint)
+            return EXIT_ERROR
+        except Exception as exc:
+            if args.traceback:
+                raise
+            known = _setup_error(exc)
+            if known is not None:
+                _error(err, *known)
+            else:
+                _error(
+                    err,
+                    f"internal error: {type(exc).__name__}: {_one_line(exc)}{_where_raised(exc)}",
+                    "rerun with --traceback for the full traceback and report it as a distcheck bug",
+                )
+            return EXIT_ERROR
+    except KeyboardInterrupt:
+        err.write("distcheck: interrupted; the validation was stopped\n")
+        err.flush()
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1053 @@
+"""The validation report: what `trace_and_validate` found, as data that round-trips through JSON.
+
+`TraceReport` is the whole document: the bottom line (`ok`, `verdict`, `next_action`), the spec that
+works (or the best one tried), every `Attempt` with its per-output `OutputVerdict`s, the worker error
+(`WorkerError` with `Frame`s) if a rank failed, the third-party helper findings (`HelperDiagnosis`),
+layer divergence, partition health and timings. Everything the editor needs to place a diagnostic is a
+file + line in the report, so the daemon never imports the user's code — and this module never imports
+torch.
+
+JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson underneath):
+
+- Lossless: `TraceReport.from_json(r.to_json()) == r`, non-finite floats and int-keyed dicts included.
+- The text is strict JSON (valid UTF-8, no `NaN` / `Infinity` literals): a non-finite float is written
+  as one of the strings `"NaN"`, `"Infinity"`, `"-Infinity"`. In the free-form dicts (`meta`,
+  `partition_health`, `layer_divergence`, ...) a genuine string that would read back as one of those
+  (`"NaN"`, `"~NaN"`, ...) is written with one more leading `~`, so strings survive too.
+- Rank-keyed dicts (`HelperDiagnosis.n_calls_per_rank`, and any dict stored under a `"per_rank"` key in
+  the free-form dicts) have int keys in Python and decimal-string keys in JSON; reading restores the
+  ints. Anywhere else a free-form dict must have string keys (`to_dict` raises `TypeError` otherwise).
+- Free-form values must be JSON-like: None, bool, int, float, str, lists/tuples, dicts. Numbers of other
+  types (numpy scalars) are stored as int / float, tuples as lists; anything else raises `TypeError`
+  naming where it is.
+- The document carries `"report_version": REPORT_VERSION`; reading a newer one raises `ValueError`
+  saying to upgrade distcheck. Reading is strict: a missing field, an unknown field or a wrong type
+  raises `ValueError` naming its JSON path. Derived values (`verdict`, `fix_applied`, `best_attempt`,
+  `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
+
+Equality of the records is equality of their JSON form (`to_dict()`), so `NaN == NaN` there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+
+from distcheck.spec import MLIPSpec, SpecError
+
+__all__ = [
+    "REPORT_VERDICTS",
+    "REPORT_VERSION",
+    "VERDICT_STATUSES",
+    "Attempt",
+    "Frame",
+    "HelperDiagnosis",
+    "OutputVerdict",
+    "TraceReport",
+    "WorkerError",
+]
+
+REPORT_VERSION = 1
+"""The newest report version this distcheck reads and the version it writes."""
+
+VERDICT_STATUSES: tuple[str, ...] = ("ok", "mismatch", "missing", "shape", "nonfinite")
+"""`OutputVerdict.status` values: within tolerance, out of tolerance, absent from the distributed
+outputs, wrong shape, non-finite values where the reference is finite."""
+
+REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
+"""`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
+
+_PathT = tuple[str | int, ...]
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON encoding helpers
+
+_NONFINITE_TEXT = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_ESCAPED_TEXT = re.compile(r"~*(NaN|Infinity|-Infinity)")
+
+
+def _where(path: _PathT) -> str:
+    """A JSON path as shown in errors: `$`, `attempts[1].verdicts.energy`, ..."""
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _enc_float(x: float) -> float | str:
+    """A float as JSON: itself if finite, else `"NaN"`, `"Infinity"` or `"-Infinity"`."""
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def _enc_opt_float(x: float | None) -> float | str | None:
+    return None if x is None else _enc_float(x)
+
+
+def _enc_free(value: Any, path: _PathT, *, int_keys: bool = False) -> Any:
+    """A free-form value as JSON (see the module docstring); `int_keys` for a rank-keyed dict."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return "~" + value if _ESCAPED_TEXT.fullmatch(value) else value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return _enc_float(float(value))
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if int_keys and isinstance(key, numbers.Integral) and not isinstance(key, bool):
+                name = str(int(key))
+            elif isinstance(key, str):
+                name = key
+            else:
+                what = "int or str" if int_keys else "str"
+                raise TypeError(
+                    f"report field {_where(path)} has a {type(key).__name__} key {key!r}; keys there must be "
+                    f"{what} (only dicts under a 'per_rank' key may use int rank keys)"
+                )
+            out[name] = _enc_free(item, (*path, name), int_keys=name == "per_rank")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_enc_free(item, (*path, i)) for i, item in enumerate(value)]
+    raise TypeError(
+        f"report field {_where(path)} holds a {type(value).__module__}.{type(value).__qualname__}, which "
+        "JSON cannot hold; store plain Python values (None, bool, int, float, str, list, dict)"
+    )
+
+
+def _dec_free(value: Any, path: _PathT, *, int_keys: bool = False) -> Any:
+    """The inverse of `_enc_free` on parsed JSON."""
+    if isinstance(value, str):
+        if value in _NONFINITE_TEXT:
+            return _NONFINITE_TEXT[value]
+        return value[1:] if _ESCAPED_TEXT.fullmatch(value) else value
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key: str | int = int(key) if int_keys and _is_decimal(key) else key
+            out[new_key] = _dec_free(item, (*path, key), int_keys=key == "per_rank")
+        return out
+    if isinstance(value, list):
+        return [_dec_free(item, (*path, i)) for i, item in enumerate(value)]
+    return value
+
+
+def _is_decimal(key: str) -> bool:
+    return re.fullmatch(r"-?(0|[1-9][0-9]*)", key) is not None
+
+
+def _enc_free_dict(value: Mapping[str, Any] | None, path: _PathT) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    encoded = _enc_free(value, path)
+    if not isinstance(encoded, dict):
+        raise TypeError(f"report field {_where(path)} must be a dict, got {type(value).__name__}")
+    return encoded
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON decoding helpers: strict, each error names its JSON path
+
+_T = TypeVar("_T")
+
+
+def _bad(path: _PathT, message: str) -> ValueError:
+    return ValueError(f"report {_where(path)}: {message}")
+
+
+def _kind_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a Python {type(value).__name__}"
+
+
+def _fields(
+    d: object, path: _PathT, required: Sequence[str], optional: Sequence[str] = (), ignored: Sequence[str] = ()
+) -> Mapping[str, Any]:
+    """`d` checked to be an object with every `required` key and no key outside the three lists."""
+    if not isinstance(d, Mapping):
+        raise _bad(path, f"expected an object, got {_kind_of(d)}")
+    for key in required:
+        if key not in d:
+            raise _bad((*path, key), "required field is missing")
+    allowed = {*required, *optional, *ignored}
+    for key in d:
+        if key not in allowed:
+            raise _bad((*path, str(key)), f"unknown field; allowed fields here are {', '.join(sorted(allowed))}")
+    return d
+
+
+def _get_str(d: Mapping[str, Any], key: str, path: _PathT) -> str:
+    value = d[key]
+    if not isinstance(value, str):
+        raise _bad((*path, key), f"expected a string, got {_kind_of(value)}")
+    return value
+
+
+def _get_opt_str(d: Mapping[str, Any], key: str, path: _PathT) -> str | None:
+    return None if d[key] is None else _get_str(d, key, path)
+
+
+def _dec_int(value: object, path: _PathT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(path, f"expected an integer, got {_kind_of(value)}")
+    return value
+
+
+def _dec_opt_int(value: object, path: _PathT) -> int | None:
+    return None if value is None else _dec_int(value, path)
+
+
+def _dec_bool(value: object, path: _PathT) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(path, f"expected true or false, got {_kind_of(value)}")
+    return value
+
+
+def _dec_opt_bool(value: object, path: _PathT) -> bool | None:
+    return None if value is None else _dec_bool(value, path)
+
+
+def _dec_float(value: object, path: _PathT) -> float:
+    if isinstance(value, str) and value in _NONFINITE_TEXT:
+        return _NONFINITE_TEXT[value]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _bad(path, f'expected a number (or "NaN", "Infinity", "-Infinity"), got {_kind_of(value)}')
+    return float(value)
+
+
+def _dec_opt_float(value: object, path: _PathT) -> float | None:
+    return None if value is None else _dec_float(value, path)
+
+
+def _dec_list(value: object, path: _PathT, item: Callable[[Any, _PathT], _T]) -> list[_T]:
+    if not isinstance(value, list):
+        raise _bad(path, f"expected an array, got {_kind_of(value)}")
+    return [item(v, (*path, i)) for i, v in enumerate(value)]
+
+
+def _dec_str_map(value: object, path: _PathT, item: Callable[[Any, _PathT], _T]) -> dict[str, _T]:
+    if not isinstance(value, Mapping):
+        raise _bad(path, f"expected an object, got {_kind_of(value)}")
+    return {str(k): item(v, (*path, str(k))) for k, v in value.items()}
+
+
+def _dec_rank_map(value: object, path: _PathT, item: Callable[[Any, _PathT], _T]) -> dict[int, _T]:
+    if not isinstance(value, Mapping):
+        raise _bad(path, f"expected an object, got {_kind_of(value)}")
+    out: dict[int, _T] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not _is_decimal(k):
+            raise _bad((*path, str(k)), 'expected a rank written as a decimal integer key such as "0"')
+        out[int(k)] = item(v, (*path, k))
+    return out
+
+
+def _dec_free_dict(value: object, path: _PathT) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(path, f"expected an object, got {_kind_of(value)}")
+    decoded = _dec_free(value, path)
+    assert isinstance(decoded, dict)
+    return decoded
+
+
+def _dec_opt_free_dict(value: object, path: _PathT) -> dict[str, Any] | None:
+    return None if value is None else _dec_free_dict(value, path)
+
+
+def _dec_str(value: object, path: _PathT) -> str:
+    if not isinstance(value, str):
+        raise _bad(path, f"expected a string, got {_kind_of(value)}")
+    return value
+
+
+def _dec_spec(value: object, path: _PathT) -> MLIPSpec:
+    if not isinstance(value, Mapping):
+        raise _bad(path, f"expected a spec object, got {_kind_of(value)}")
+    try:
+        return MLIPSpec.from_dict(value)
+    except SpecError as err:
+        raise _bad(path, f"invalid spec: {err}") from err
+
+
+# --------------------------------------------------------------------------------------------------
+# Records
+
+
+class _Record:
+    """Equality by JSON form (so NaN equals NaN, tuples equal lists); subclasses define `to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        if self is other:
+            return True
+        try:
+            return self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(eq=False)
+class Frame(_Record):
+    """One traceback frame: `file` (path as the worker saw it), 1-based `line`, `function` name."""
+
+    file: str
+    line: int
+    function: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"file", "line", "function"}`."""
+        return {"file": self.file, "line": int(self.line), "function": self.function}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Frame:
+        """Read a frame; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> Frame:
+        m = _fields(d, path, ("file", "line", "function"))
+        return cls(
+            file=_get_str(m, "file", path),
+            line=_dec_int(m["line"], (*path, "line")),
+            function=_get_str(m, "function", path),
+        )
+
+
+@dataclass(eq=False)
+class WorkerError(_Record):
+    """An exception raised in the reference process or a rank, translated for the user.
+
+    `type` is the exception class name, `message` its text, `rank` the rank it came from (None for the
+    reference run or the parent), `phase` when it happened (e.g. "setup", "forward", "backward",
+    "consolidate"). `frames` are ordered outermost first, as Python prints them; `hint` is the translated,
+    actionable explanation (what went wrong in distcheck's terms and what to change); `traceback` is the
+    raw formatted traceback, kept for the curious.
+    """
+
+    type: str
+    message: str
+    rank: int | None
+    phase: str
+    frames: list[Frame]
+    hint: str
+    traceback: str = ""
+
+    def innermost_in(self, root: str | os.PathLike[str]) -> Frame | None:
+        """The innermost frame whose file lies under the directory `root` (or is `root`), or None.
+
+        Paths are compared after `abspath` + `normpath` (+ `normcase`), without touching the filesystem
+        beyond the current directory, so relative frame paths are taken relative to the current directory.
+        """
+        base = _norm(os.fspath(root))
+        prefix = base if base.endswith(os.sep) else base + os.sep
+        for frame in reversed(self.frames):
+            path = _norm(frame.file)
+            if path == base or path.startswith(prefix):
+                return frame
+        return None
+
+    @property
+    def innermost(self) -> Frame | None:
+        """The innermost frame of all (the last one), or None when there are no frames."""
+        return self.frames[-1] if self.frames else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, frames as `Frame.to_dict()` objects."""
+        return {
+            "type": self.type,
+            "message": self.message,
+            "rank": None if self.rank is None else int(self.rank),
+            "phase": self.phase,
+            "frames": [f.to_dict() for f in self.frames],
+            "hint": self.hint,
+            "traceback": self.traceback,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WorkerError:
+        """Read a worker error; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> WorkerError:
+        m = _fields(d, path, ("type", "message", "rank", "phase", "frames", "hint"), ("traceback",))
+        return cls(
+            type=_get_str(m, "type", path),
+            message=_get_str(m, "message", path),
+            rank=_dec_opt_int(m["rank"], (*path, "rank")),
+            phase=_get_str(m, "phase", path),
+            frames=_dec_list(m["frames"], (*path, "frames"), Frame._read),
+            hint=_get_str(m, "hint", path),
+            traceback=_get_str(m, "traceback", path) if "traceback" in m else "",
+        )
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.normpath(os.path.abspath(path)))
+
+
+@dataclass(eq=False)
+class OutputVerdict(_Record):
+    """One output of one attempt compared with the reference run.
+
+    `name` is the output key, `kind` its output kind (per_node / per_graph / global). `passed` is True
+    iff every element is within tolerance (`status == "ok"`). `max_abs_diff` / `max_rel_diff` are the
+    largest differences (None when not computable: missing output, wrong shape; NaN or inf when values
+    are non-finite). `status` is one of `VERDICT_STATUSES`. `worst_index` is the index (one int per
+    dimension) of the worst element, or None; `n_failing` of `n_total` elements are out of tolerance.
+    """
+
+    name: str
+    kind: str
+    passed: bool
+    max_abs_diff: float | None
+    max_rel_diff: float | None
+    status: str
+    worst_index: list[int] | None
+    n_failing: int
+    n_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field; non-finite diffs as "NaN" / "Infinity" / "-Infinity"."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "passed": bool(self.passed),
+            "max_abs_diff": _enc_opt_float(self.max_abs_diff),
+            "max_rel_diff": _enc_opt_float(self.max_rel_diff),
+            "status": self.status,
+            "worst_index": None if self.worst_index is None else [int(i) for i in self.worst_index],
+            "n_failing": int(self.n_failing),
+            "n_total": int(self.n_total),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OutputVerdict:
+        """Read a verdict; raises `ValueError` naming the JSON path of a problem (bad status included)."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> OutputVerdict:
+        names = ("name", "kind", "passed", "max_abs_diff", "max_rel_diff", "status", "worst_index")
+        m = _fields(d, path, (*names, "n_failing", "n_total"))
+        status = _get_str(m, "status", path)
+        if status not in VERDICT_STATUSES:
+            raise _bad((*path, "status"), f"expected one of {', '.join(VERDICT_STATUSES)}, got {status!r}")
+        worst = m["worst_index"]
+        return cls(
+            name=_get_str(m, "name", path),
+            kind=_get_str(m, "kind", path),
+            passed=_dec_bool(m["passed"], (*path, "passed")),
+            max_abs_diff=_dec_opt_float(m["max_abs_diff"], (*path, "max_abs_diff")),
+            max_rel_diff=_dec_opt_float(m["max_rel_diff"], (*path, "max_rel_diff")),
+            status=status,
+            worst_index=None if worst is None else _dec_list(worst, (*path, "worst_index"), _dec_int),
+            n_failing=_dec_int(m["n_failing"], (*path, "n_failing")),
+            n_total=_dec_int(m["n_total"], (*path, "n_total")),
+        )
+
+
+@dataclass(eq=False)
+class HelperDiagnosis(_Record):
+    """What the helper trace found about one third-party helper (`module.function`).
+
+    `n_calls_ref` calls in the reference run, `n_calls_per_rank` per rank (int rank keys). `pattern` is
+    the recognised behaviour (e.g. "per_system_sum") with `pattern_confidence` in [0, 1].
+    `consistency_check` names the check run on its per-rank results (e.g. "sum_over_ranks_matches_ref")
+    and `consistency_passed` its outcome (None: not run). `already_wrapped` is True when the spec
+    already declares an adapter for it. `suspected_gap` says in words what goes wrong (None: nothing
+    suspected). `likely_remedy` is a ready `third_party_helpers` spec entry (a `HelperAdapter.to_dict()`
+    object) that a quick fix can insert as is, or None. `source` is `{"file", "line"}` of the helper's
+    definition, or None. `divergence_notes` are further observations, one sentence each.
+    """
+
+    module: str
+    function: str
+    n_calls_ref: int
+    n_calls_per_rank: dict[int, int]
+    pattern: str
+    pattern_confidence: float
+    consistency_check: str
+    consistency_passed: bool | None
+    already_wrapped: bool
+    suspected_gap: str | None
+    likely_remedy: dict[str, Any] | None
+    source: dict[str, Any] | None
+    divergence_notes: list[str]
+
+    @property
+    def qualname(self) -> str:
+        """`"module.function"`, the name spec entries (`HelperAdapter.qualname`) and handlers use."""
+        return f"{self.module}.{self.function}"
+
+    @property
+    def flagged(self) -> bool:
+        """True when something is suspected: a `suspected_gap`, or a failed consistency check."""
+        return self.suspected_gap is not None or self.consistency_passed is False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus the derived `qualname`; rank keys as decimal strings."""
+        return self._encode(())
+
+    def _encode(self, _path: _PathT) -> dict[str, Any]:
+        return {
+            "module": self.module,
+            "function": self.function,
+            "qualname": self.qualname,
+            "n_calls_ref": int(self.n_calls_ref),
+            "n_calls_per_rank": {str(int(r)): int(n) for r, n in self.n_calls_per_rank.items()},
+            "pattern": self.pattern,
+            "pattern_confidence": _enc_float(self.pattern_confidence),
+            "consistency_check": self.consistency_check,
+            "consistency_passed": None if self.consistency_passed is None else bool(self.consistency_passed),
+            "already_wrapped": bool(self.already_wrapped),
+            "suspected_gap": self.suspected_gap,
+            "likely_remedy": _enc_free_dict(self.likely_remedy, (*_path, "likely_remedy")),
+            "source": _enc_free_dict(self.source, (*_path, "source")),
+            "divergence_notes": list(self.divergence_notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HelperDiagnosis:
+        """Read a helper diagnosis; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> HelperDiagnosis:
+        required = (
+            "module",
+            "function",
+            "n_calls_ref",
+            "n_calls_per_rank",
+            "pattern",
+            "pattern_confidence",
+            "consistency_check",
+            "consistency_passed",
+            "already_wrapped",
+            "suspected_gap",
+            "likely_remedy",
+            "source",
+            "divergence_notes",
+        )
+        m = _fields(d, path, required, ignored=("qualname",))
+        return cls(
+            module=_get_str(m, "module", path),
+            function=_get_str(m, "function", path),
+            n_calls_ref=_dec_int(m["n_calls_ref"], (*path, "n_calls_ref")),
+            n_calls_per_rank=_dec_rank_map(m["n_calls_per_rank"], (*path, "n_calls_per_rank"), _dec_int),
+            pattern=_get_str(m, "pattern", path),
+            pattern_confidence=_dec_float(m["pattern_confidence"], (*path, "pattern_confidence")),
+            consistency_check=_get_str(m, "consistency_check", path),
+            consistency_passed=_dec_opt_bool(m["consistency_passed"], (*path, "consistency_passed")),
+            already_wrapped=_dec_bool(m["already_wrapped"], (*path, "already_wrapped")),
+            suspected_gap=_get_opt_str(m, "suspected_gap", path),
+            likely_remedy=_dec_opt_free_dict(m["likely_remedy"], (*path, "likely_remedy")),
+            source=_dec_opt_free_dict(m["source"], (*path, "source")),
+            divergence_notes=_dec_list(m["divergence_notes"], (*path, "divergence_notes"), _dec_str),
+        )
+
+
+@dataclass(eq=False)
+class Attempt(_Record):
+    """One distributed run (or re-consolidation) under one spec, compared with the reference.
+
+    `index` counts attempts from 0; `spec` is the spec tried; `rationale` says why it was tried and
+    `rule` names the inference / auto-fix rule that produced it (None for the prior). `passed` is True
+    iff every output is within tolerance and no error occurred. `max_abs_diff` / `max_rel_diff` map
+    output name to its largest difference (None: not computable); `verdicts` map output name to its
+    `OutputVerdict`. `handler_counts` is the dispatch trace (handler name -> times fired). `error` is the
+    worker error, if any. `helper_diagnostics` are the helper-trace findings. `layer_divergence` (free
+    form, None if not run) locates the first module whose outputs diverge, conventionally
+    `{"first_module", "file", "line", "max_abs_diff", ...}`. `partition_health` is conventionally
+    `{"per_rank": {rank: {"owned", "halo", "remote"}}, "degenerate": [message, ...]}` and
+    `halo_completeness` e.g. `{"complete": bool, "message": str, "per_rank": {...}}`. `timings` maps a
+    phase to seconds. `reused_run` is True when the attempt re-consolidated an earlier run's per-rank
+    outputs instead of running ranks.
+    """
+
+    index: int
+    spec: MLIPSpec
+    rationale: str
+    rule: str | None
+    passed: bool
+    max_abs_diff: dict[str, float | None]
+    max_rel_diff: dict[str, float | None]
+    verdicts: dict[str, OutputVerdict]
+    handler_counts: dict[str, int]
+    error: WorkerError | None
+    helper_diagnostics: list[HelperDiagnosis]
+    layer_divergence: dict[str, Any] | None
+    partition_health: dict[str, Any]
+    halo_completeness: dict[str, Any]
+    timings: dict[str, float]
+    reused_run: bool = False
+
+    @property
+    def failing_outputs(self) -> list[str]:
+        """Names of the outputs whose verdict did not pass, in verdict order."""
+        return [name for name, v in self.verdicts.items() if not v.passed]
+
+    @property
+    def degenerate(self) -> list[str]:
+        """The degenerate-partition messages (`partition_health["degenerate"]`), [] if none."""
+        found = self.partition_health.get("degenerate") or []
+        return [str(m) for m in found] if isinstance(found, (list, tuple)) else [str(found)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus the derived `failing_outputs`; the spec as `MLIPSpec.to_dict()`."""
+        return self._encode(())
+
+    def _encode(self, _path: _PathT) -> dict[str, Any]:
+        return {
+            "index": int(self.index),
+            "spec": self.spec.to_dict(),
+            "rationale": self.rationale,
+            "rule": self.rule,
+            "passed": bool(self.passed),
+            "failing_outputs": self.failing_outputs,
+            "max_abs_diff": {k: _enc_opt_float(v) for k, v in self.max_abs_diff.items()},
+            "max_rel_diff": {k: _enc_opt_float(v) for k, v in self.max_rel_diff.items()},
+            "verdicts": {k: v.to_dict() for k, v in self.verdicts.items()},
+            "handler_counts": {k: int(v) for k, v in self.handler_counts.items()},
+            "error": None if self.error is None else self.error.to_dict(),
+            "helper_diagnostics": [
+                h._encode((*_path, "helper_diagnostics", i)) for i, h in enumerate(self.helper_diagnostics)
+            ],
+            "layer_divergence": _enc_free_dict(self.layer_divergence, (*_path, "layer_divergence")),
+            "partition_health": _enc_free_dict(self.partition_health, (*_path, "partition_health")),
+            "halo_completeness": _enc_free_dict(self.halo_completeness, (*_path, "halo_completeness")),
+            "timings": {k: _enc_float(v) for k, v in self.timings.items()},
+            "reused_run": bool(self.reused_run),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Attempt:
+        """Read an attempt; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> Attempt:
+        required = [f.name for f in dataclasses.fields(cls) if f.name != "reused_run"]
+        m = _fields(d, path, required, ("reused_run",), ignored=("failing_outputs",))
+        error = m["error"]
+        return cls(
+            index=_dec_int(m["index"], (*path, "index")),
+            spec=_dec_spec(m["spec"], (*path, "spec")),
+            rationale=_get_str(m, "rationale", path),
+            rule=_get_opt_str(m, "rule", path),
+            passed=_dec_bool(m["passed"], (*path, "passed")),
+            max_abs_diff=_dec_str_map(m["max_abs_diff"], (*path, "max_abs_diff"), _dec_opt_float),
+            max_rel_diff=_dec_str_map(m["max_rel_diff"], (*path, "max_rel_diff"), _dec_opt_float),
+            verdicts=_dec_str_map(m["verdicts"], (*path, "verdicts"), OutputVerdict._read),
+            handler_counts=_dec_str_map(m["handler_counts"], (*path, "handler_counts"), _dec_int),
+            error=None if error is None else WorkerError._read(error, (*path, "error")),
+            helper_diagnostics=_dec_list(m["helper_diagnostics"], (*path, "helper_diagnostics"), HelperDiagnosis._read),
+            layer_divergence=_dec_opt_free_dict(m["layer_divergence"], (*path, "layer_divergence")),
+            partition_health=_dec_free_dict(m["partition_health"], (*path, "partition_health")),
+            halo_completeness=_dec_free_dict(m["halo_completeness"], (*path, "halo_completeness")),
+            timings=_dec_str_map(m["timings"], (*path, "timings"), _dec_float),
+            reused_run=_dec_bool(m["reused_run"], (*path, "reused_run")) if "reused_run" in m else False,
+        )
+
+
+@dataclass(eq=False)
+class TraceReport(_Record):
+    """The result of one validation: the bottom line, the working (or best) spec and every attempt.
+
+    `ok` is the engine's bottom line (True iff an attempt passed). `spec` is the spec that passed, or
+    the best one tried. `attempts` are in the order run. `next_action` tells the user what to do; its
+    first line is a one-liner. `meta` holds world_size, device, backend, tolerances (`"atol"` /
+    `"rtol"`: a number, or a dict per output name or output kind, with an optional `"default"`),
+    versions and timings; an optional `"root"` (project directory) picks the traceback frame to show.
+    `target` says what was validated, e.g. `{"factory": {"file", "line", "qualname"}, "sample": {...},
+    "spec_path": ...}`.
+    """
+
+    ok: bool
+    spec: MLIPSpec
+    attempts: list[Attempt]
+    next_action: str
+    meta: dict[str, Any]
+    target: dict[str, Any] | None = None
+
+    # ---- derived
+
+    @property
+    def best_attempt(self) -> Attempt | None:
+        """The attempt the report stands on, None when there are no attempts.
+
+        The first attempt that passed; else, among attempts that produced verdicts, the one with the
+        fewest failing outputs (the latest on ties); else the last attempt.
+        """
+        for attempt in self.attempts:
+            if attempt.passed:
+                return attempt
+        compared = [a for a in self.attempts if a.verdicts]
+        if compared:
+            fewest = min(len(a.failing_outputs) for a in compared)
+            return [a for a in compared if len(a.failing_outputs) == fewest][-1]
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def fix_applied(self) -> str | None:
+        """The rationale of the passing attempt when it is not the first attempt; None otherwise."""
+        for position, attempt in enumerate(self.attempts):
+            if attempt.passed:
+                return attempt.rationale if position > 0 else None
+        return None
+
+    @property
+    def verdict(self) -> str:
+        """One of `REPORT_VERDICTS`, judged on `best_attempt`.
+
+        "error": no attempts, or the best attempt has an error and no verdicts; "inconclusive": the
+        best attempt's partition is degenerate (`partition_health["degenerate"]` non-empty), so a pass
+        proves nothing; else "passed" if it passed, "failed" if not.
+        """
+        best = self.best_attempt
+        if best is None or (best.error is not None and not best.verdicts):
+            return "error"
+        if best.degenerate:
+            return "inconclusive"
+        return "passed" if best.passed else "failed"
+
+    # ---- JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: `report_version`, every field, and the derived `verdict`,
+        `fix_applied` and `best_attempt` (the position of the best attempt in `attempts`, or null)."""
+        best = self.best_attempt
+        return {
+            "report_version": REPORT_VERSION,
+            "ok": bool(self.ok),
+            "verdict": self.verdict,
+            "fix_applied": self.fix_applied,
+            "best_attempt": None if best is None else next(i for i, a in enumerate(self.attempts) if a is best),
+            "next_action": self.next_action,
+            "spec": self.spec.to_dict(),
+            "attempts": [a._encode(("attempts", i)) for i, a in enumerate(self.attempts)],
+            "meta": _enc_free_dict(self.meta, ("meta",)),
+            "target": _enc_free_dict(self.target, ("target",)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceReport:
+        """Read a report document; `ValueError` for a newer `report_version` or any malformed part."""
+        if not isinstance(d, Mapping):
+            raise _bad((), f"expected a report object, got {_kind_of(d)}")
+        if "report_version" not in d:
+            raise _bad(("report_version",), "missing; this is not a distcheck report")
+        version = d["report_version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise _bad(("report_version",), f"expected a positive integer, got {version!r}")
+        if version > REPORT_VERSION:
+            raise ValueError(
+                f"this report has report_version {version} but this distcheck reads versions up to "
+                f"{REPORT_VERSION}: it was written by a newer distcheck; upgrade distcheck "
+                "(pip install -U distcheck)"
+            )
+        m = _fields(
+            d,
+            (),
+            ("ok", "spec", "attempts", "next_action", "meta"),
+            ("target",),
+            ignored=("report_version", "verdict", "fix_applied", "best_attempt"),
+        )
+        target = m.get("target")
+        return cls(
+            ok=_dec_bool(m["ok"], ("ok",)),
+            spec=_dec_spec(m["spec"], ("spec",)),
+            attempts=_dec_list(m["attempts"], ("attempts",), Attempt._read),
+            next_action=_get_str(m, "next_action", ()),
+            meta=_dec_free_dict(m["meta"], ("meta",)),
+            target=None if target is None else _dec_free_dict(target, ("target",)),
+        )
+
+    def to_json(self, *, indent: bool = False) -> str:
+        """The report as strict JSON text: one line by default (fits a JSON-lines pipe), or
+        2-space-indented with a trailing newline when `indent` is True."""
+        if indent:
+            return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return orjson.dumps(self.to_dict()).decode()
+
+    @classmethod
+    def from_json(cls, text: str | bytes | bytearray | memoryview) -> TraceReport:
+        """Read a report from JSON text; `ValueError` for broken JSON or as `from_dict`."""
+        try:
+            data = orjson.loads(bytes(text) if isinstance(text, memoryview) else text)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"report is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    # ---- text
+
+    def render_text(self, color: bool = False) -> str:
+        """A compact human report for terminals and CI logs (ANSI colors only when `color`).
+
+        First line: the verdict and the first line of `next_action`. Then, per attempt: index, rule and
+        rationale, PASS/FAIL, a table of outputs against the tolerances in `meta`, handler counts, the
+        error (type, message, hint, innermost frame), flagged helpers with their remedy as JSON, the
+        first divergent module, partition health per rank and degenerate messages. Last, the final spec
+        as JSON. Control characters in user-supplied text are shown as `\\xNN` escapes; everything else
+        (Unicode, quotes, backslashes) is printed as is.
+        """
+        return _Renderer(self, color).render()
+
+
+# --------------------------------------------------------------------------------------------------
+# Text rendering
+
+_ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+_VERDICT_COLOR = {"passed": "green", "failed": "red", "inconclusive": "yellow", "error": "red"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean(text: object, *, one_line: bool = False) -> str:
+    """`text` with control characters shown as `\\xNN` (and, if `one_line`, newlines as spaces)."""
+    s = str(text)
+    if one_line:
+        s = " ".join(s.split("\n"))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s).replace("\t", "    ")
+
+
+def _num(x: object) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return _clean(x, one_line=True)
+    v = float(x)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if isinstance(x, numbers.Integral):
+        return str(int(x))
+    return f"{v:.3g}"
+
+
+def _json_line(value: object) -> str:
+    """Compact JSON of a free-form value (non-finite floats as strings, Unicode kept)."""
+    try:
+        return orjson.dumps(_enc_free(value, ())).decode()
+    except TypeError:
+        return _clean(repr(value), one_line=True)
+
+
+def _tolerance(tol: object, name: str, kind: str) -> object:
+    if isinstance(tol, Mapping):
+        for key in (name, kind, "default"):
+            if key in tol:
+                return tol[key]
+        return None
+    return tol
+
+
+def _rank_order(item: tuple[Any, Any]) -> tuple[int, int, str]:
+    key = item[0]
+    if isinstance(key, int):
+        return (0, key, "")
+    return (1, 0, str(key))
+
+
+class _Renderer:
+    def __init__(self, report: TraceReport, color: bool) -> None:
+        self.report = report
+        self.color = color
+        self.lines: list[str] = []
+
+    def paint(self, text: str, style: str) -> str:
+        if not self.color:
+            return text
+        return f"\x1b[{_ANSI[style]}m{text}\x1b[0m"
+
+    def add(self, text: str, indent: int = 0) -> None:
+        pad = " " * indent
+        for line in text.split("\n"):
+            self.lines.append(pad + line if line else "")
+
+    def render(self) -> str:
+        r = self.report
+        verdict = r.verdict
+        action_lines = _clean(r.next_action).strip("\n").split("\n") if r.next_action.strip() else []
+        head = self.paint(verdict.upper(), _VERDICT_COLOR[verdict])
+        self.add(f"{head}: {action_lines[0]}" if action_lines else head)
+        for line in action_lines[1:]:
+            self.add(line, 2)
+        self.render_meta()
+        for attempt in r.attempts:
+            self.add("")
+            self.render_attempt(attempt)
+        self.add("")
+        self.add(self.paint("final spec:", "bold"))
+        self.add(_clean(r.spec.to_json()).rstrip("\n"))
+        return "\n".join(self.lines) + "\n"
+
+    def render_meta(self) -> None:
+        r = self.report
+        parts = [f"{key} {_num(r.meta[key])}" for key in ("world_size", "device", "backend") if key in r.meta]
+        parts += [
+            f"{key} {_num(r.meta[key]) if not isinstance(r.meta[key], Mapping) else _json_line(r.meta[key])}"
+            for key in ("atol", "rtol")
+            if key in r.meta
+        ]
+        if parts:
+            self.add(", ".join(parts), 2)
+        factory = (r.target or {}).get("factory")
+        if isinstance(factory, Mapping):
+            where = f"{factory.get('file', '?')}:{factory.get('line', '?')}"
+            self.add(_clean(f"target: {factory.get('qualname', '?')} ({where})", one_line=True), 2)
+        fix = r.fix_applied
+        if fix is not None:
+            self.add(_clean(f"fix applied: {fix}", one_line=True), 2)
+
+    def render_attempt(self, a: Attempt) -> None:
+        status = self.paint("PASS", "green") if a.passed else self.paint("FAIL", "red")
+        rule = f" [{a.rule}]" if a.rule else ""
+        reused = " (re-consolidated an earlier run)" if a.reused_run else ""
+        self.add(_clean(f"attempt {a.index}{rule} ", one_line=True) + status + _clean(f"{reused}", one_line=True))
+        if a.rationale:
+            self.add(_clean(a.rationale), 2)
+        self.render_outputs(a)
+        if a.handler_counts:
+            counts = ", ".join(f"{name}={n}" for name, n in a.handler_counts.items())
+            self.add(_clean(f"handlers: {counts}", one_line=True), 2)
+        else:
+            self.add("handlers: none fired", 2)
+        if a.error is not None:
+            self.render_error(a.error)
+        for h in a.helper_diagnostics:
+            if h.flagged:
+                self.render_helper(h)
+        quiet = [
+            f"{h.qualname} (adapter declared)" if h.already_wrapped else h.qualname
+            for h in a.helper_diagnostics
+            if not h.flagged
+        ]
+        if quiet:
+            self.add(_clean("helpers traced: " + ", ".join(quiet), one_line=True), 2)
+        if a.layer_divergence:
+            self.render_layers(a.layer_divergence)
+        self.render_partition(a)
+
+    def render_outputs(self, a: Attempt) -> None:
+        names = list(a.verdicts) + [n for n in (*a.max_abs_diff, *a.max_rel_diff) if n not in a.verdicts]
+        names = list(dict.fromkeys(names))
+        if not names:
+            return
+        atol = self.report.meta.get("atol")
+        rtol = self.report.meta.get("rtol")
+        rows = [["output", "kind", "max abs", "atol", "max rel", "rtol", "status"]]
+        styles: list[str | None] = [None]
+        for name in names:
+            v = a.verdicts.get(name)
+            kind = v.kind if v else "?"
+            abs_diff = v.max_abs_diff if v else a.max_abs_diff.get(name)
+            rel_diff = v.max_rel_diff if v else a.max_rel_diff.get(name)
+            if v is None:
+                state, style = "-", None
+            elif v.passed:
+                state, style = v.status, "green"
+            else:
+                state, style = f"{v.status} ({v.n_failing}/{v.n_total})", "red"
+                if v.worst_index is not None:
+                    state += f" worst at {v.worst_index}"
+            cells = [name, kind, _num(abs_diff), _num(_tolerance(atol, name, kind))]
+            cells += [_num(rel_diff), _num(_tolerance(rtol, name, kind)), state]
+            rows.append([_clean(c, one_line=True) for c in cells])
+            styles.append(style)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        for row, style in zip(rows, styles):
+            text = "  ".join(cell.ljust(w) for cell, w in zip(row, widths))
+            last = row[-1]
+            self.add(f"{text}  {self.paint(last, style) if style else last}".rstrip(), 2)
+
+    def render_error(self, e: WorkerError) -> None:
+        where = f"rank {e.rank}" if e.rank is not None else "reference/parent"
+        head = self.paint("error:", "red")
+        self.add(f"{head} " + _clean(f"{e.type} on {where} during {e.phase}: {e.message}", one_line=True), 2)
+        if e.hint:
+            self.add(_clean(f"hint: {e.hint}"), 4)
+        root = self.report.meta.get("root")
+        frame = e.innermost_in(root) if isinstance(root, str) and root else None
+        frame = frame or e.innermost
+        if frame is not None:
+            self.add(_clean(f"at {frame.file}:{frame.line} in {frame.function}", one_line=True), 4)
+
+    def render_helper(self, h: HelperDiagnosis) -> None:
+        calls = ", ".join(f"rank {r}: {n}" for r, n in sorted(h.n_calls_per_rank.items()))
+        text = f"helper {h.qualname}: pattern {h.pattern} ({_num(h.pattern_confidence)}), calls ref {h.n_calls_ref}"
+        self.add(
+            self.paint("flagged", "yellow") + " " + _clean(text + (f"; {calls}" if calls else ""), one_line=True), 2
+        )
+        if h.source:
+            self.add(_clean(f"defined at {h.source.get('file', '?')}:{h.source.get('line', '?')}", one_line=True), 4)
+        if h.consistency_check:
+            outcome = {True: "passed", False: "failed", None: "not run"}[h.consistency_passed]
+            self.add(_clean(f"check {h.consistency_check}: {outcome}", one_line=True), 4)
+        if h.suspected_gap:
+            self.add(_clean(f"suspected gap: {h.suspected_gap}", one_line=True), 4)
+        if h.likely_remedy is not None:
+            self.add("remedy (third_party_helpers entry): " + _clean(_json_line(h.likely_remedy)), 4)
+        for note in h.divergence_notes:
+            self.add(_clean(f"- {note}", one_line=True), 4)
+
+    def render_layers(self, ld: Mapping[str, Any]) -> None:
+        module = ld.get("first_module")
+        if module is None:
+            self.add("layer divergence: " + _clean(_json_line(ld)), 2)
+            return
+        text = f"first divergent module: {module}"
+        if ld.get("file"):
+            text += f" ({ld['file']}:{ld.get('line', '?')})"
+        if "max_abs_diff" in ld:
+            text += f", max abs {_num(ld['max_abs_diff'])}"
+        self.add(_clean(text, one_line=True), 2)
+
+    def render_partition(self, a: Attempt) -> None:
+        per_rank = a.partition_health.get("per_rank")
+        if isinstance(per_rank, Mapping) and per_rank:
+            cells = []
+            for rank, stats in sorted(per_rank.items(), key=_rank_order):
+                if isinstance(stats, Mapping):
+                    counts = " ".join(f"{k} {_num(stats.get(k))}" for k in ("owned", "halo", "remote"))
+                else:
+                    counts = _num(stats)
+                cells.append(f"rank {rank}: {counts}")
+            self.add(_clean("partition: " + "; ".join(cells), one_line=True), 2)
+        for message in a.degenerate:
+            self.add(self.paint("degenerate:", "yellow") + " " + _clean(message, one_line=True), 2)
+        hc = a.halo_completeness
+        if hc and hc.get("complete") is False:
+            self.add(self.paint("halo incomplete:", "yellow") + " " + _clean(hc.get("message", ""), one_line=True), 2)

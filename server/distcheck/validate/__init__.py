@@ -1,0 +1,6 @@
+"""Validation engine: compare distributed runs with the single-process reference, auto-fix the spec,
+and explain what differs (`trace_and_validate`, `validate_on_cpu`)."""
+
+from .api import DEFAULT_WATCHED_HELPERS, trace_and_validate, validate_on_cpu
+
+__all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]

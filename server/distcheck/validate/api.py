@@ -1,0 +1,418 @@
+"""`trace_and_validate` / `validate_on_cpu`: reference run, spec inference, distributed runs,
+diff, auto-fix and diagnostics, returned as a `TraceReport`."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..batch import Batch, as_batch
+from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError
+from ..report import Frame as ReportFrame
+from ..runtime.errors import DistributedError, SetupError
+from ..runtime.factory import FactoryRef, resolve_factory
+from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
+from ..spec import MLIPSpec
+from .autofix import FixContext, propose
+from .diagnosis import diagnose_helpers
+from .diff import compare_outputs, nonfinite_report
+from .errors import nan_hint, translate
+from .health import halo_completeness, partition_health
+from .inference import infer_spec
+from .layers import compare_layers
+from .next_action import next_action
+from .reference import run_reference
+
+__all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
+
+DEFAULT_WATCHED_HELPERS: tuple[str, ...] = ("aimnet.nbops",)
+
+ProgressCallback = Callable[[str, Mapping[str, Any]], None]
+
+
+def trace_and_validate(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    world_size: int = 2,
+    device: str | Sequence[str] = "cuda:0",
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    auto_fix: bool = True,
+    max_fix_attempts: int = 8,
+    backend: str = "auto",
+    timeout_sec: float = 120.0,
+    watched_helper_packages: Sequence[str] | None = None,
+    helper_sample_every: int = 8,
+    layer_diagnostic: bool = True,
+    progress: ProgressCallback | None = None,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+) -> TraceReport:
+    """Validate on the GPU: every rank on `device` (gloo when they share it, NCCL when each has its own).
+
+    Requires CUDA: without it raises `RuntimeError` before looking at its arguments, naming
+    `validate_on_cpu`. Returns a `TraceReport` whose `spec` is the working (or best) spec.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "trace_and_validate needs CUDA, and torch sees no GPU here. On a CPU-only machine use "
+            "distcheck.validate_on_cpu(model_factory, sample_batch, ...) — the same pipeline with gloo."
+        )
+    return _validate(
+        model_factory,
+        sample_batch,
+        world_size=world_size,
+        device=device,
+        atol=atol,
+        rtol=rtol,
+        auto_fix=auto_fix,
+        max_fix_attempts=max_fix_attempts,
+        backend=backend,
+        timeout_sec=timeout_sec,
+        watched_helper_packages=watched_helper_packages,
+        helper_sample_every=helper_sample_every,
+        layer_diagnostic=layer_diagnostic,
+        progress=progress,
+        spec=spec,
+    )
+
+
+def validate_on_cpu(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    world_size: int = 2,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    auto_fix: bool = True,
+    max_fix_attempts: int = 8,
+    timeout_sec: float = 120.0,
+    watched_helper_packages: Sequence[str] | None = None,
+    helper_sample_every: int = 8,
+    layer_diagnostic: bool = True,
+    progress: ProgressCallback | None = None,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+) -> TraceReport:
+    """The same pipeline as `trace_and_validate`, on the CPU with gloo (what CI and laptops run)."""
+    return _validate(
+        model_factory,
+        sample_batch,
+        world_size=world_size,
+        device="cpu",
+        atol=atol,
+        rtol=rtol,
+        auto_fix=auto_fix,
+        max_fix_attempts=max_fix_attempts,
+        backend="gloo",
+        timeout_sec=timeout_sec,
+        watched_helper_packages=watched_helper_packages,
+        helper_sample_every=helper_sample_every,
+        layer_diagnostic=layer_diagnostic,
+        progress=progress,
+        spec=spec,
+    )
+
+
+def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
+    if progress is not None:
+        progress(event, info)
+
+
+def _worker_error(err: DistributedError, memory_by_rank: Mapping[int, int] | None = None) -> WorkerError:
+    first = err.primary
+    if first is None:
+        return WorkerError(
+            type=type(err).__name__,
+            message=str(err),
+            rank=None,
+            phase="",
+            frames=[],
+            hint=translate({"type": type(err).__name__, "message": str(err), "phase": ""}),
+        )
+    return WorkerError(
+        type=first.type,
+        message=first.message,
+        rank=first.rank,
+        phase=first.phase,
+        frames=[ReportFrame(file=f.file, line=f.line, function=f.function) for f in first.frames],
+        hint=translate(first, memory_by_rank=memory_by_rank) if memory_by_rank else translate(first),
+        traceback=first.traceback or first.log_tail,
+    )
+
+
+def _reference_outputs(reference: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    outputs: dict[str, torch.Tensor] = reference["outputs"]
+    return outputs
+
+
+def _verdicts(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, OutputVerdict]:
+    return {name: OutputVerdict(**dict(v)) for name, v in raw.items()}
+
+
+def _evaluate(
+    index: int,
+    spec: MLIPSpec,
+    rationale: str,
+    rule: str | None,
+    run: DistributedRun,
+    reference: Mapping[str, Any],
+    opts: Mapping[str, Any],
+    reused: bool,
+    timings: dict[str, float],
+) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
+    ref = _reference_outputs(reference)
+    raw = compare_outputs(outputs, ref, spec.output_kinds, opts["atol"], opts["rtol"])
+    passed = all(v["passed"] for v in raw.values()) and bool(raw)
+    helpers = diagnose_helpers(
+        reference["helpers"],
+        [(i or {}).get("helpers") for i in run.instrumentation],
+        spec,
+        run.num_atoms,
+        run.num_systems,
+    )
+    layer = None
+    if opts["layer_diagnostic"] and all(i is not None for i in run.instrumentation):
+        layer = compare_layers(reference["layers"], [i["layers"] for i in run.instrumentation], opts["rtol"])
+    info = reference["wrapper"]
+    policy = spec.distribution.policy
+    halo = halo_completeness(
+        run.records, policy.kind, policy.scatter_mode, info.get("cutoff"), info.get("num_interactions")
+    )
+    error = None
+    nonfinite = nonfinite_report(run.rank_outputs)
+    if nonfinite and not passed:
+        first = nonfinite[0]
+        error = WorkerError(
+            type="NonFiniteOutput",
+            message=f"rank {first['rank']} produced {first['count']} non-finite values in output {first['output']!r}",
+            rank=int(first["rank"]),
+            phase="forward",
+            frames=[],
+            hint=nan_hint(int(first["rank"]), str(first["output"])),
+        )
+    attempt = Attempt(
+        index=index,
+        spec=spec,
+        rationale=rationale,
+        rule=rule,
+        passed=passed,
+        max_abs_diff={n: v["max_abs_diff"] for n, v in raw.items()},
+        max_rel_diff={n: v["max_rel_diff"] for n, v in raw.items()},
+        verdicts=_verdicts(raw),
+        handler_counts=run.handler_counts,
+        error=error,
+        helper_diagnostics=[HelperDiagnosis(**h) for h in helpers],
+        layer_divergence=layer,
+        partition_health=partition_health(run.records),
+        halo_completeness=halo,
+        timings=timings,
+        reused_run=reused,
+    )
+    return attempt, raw, helpers
+
+
+def _failed_attempt(
+    index: int, spec: MLIPSpec, rationale: str, rule: str | None, err: DistributedError, timings: dict[str, float]
+) -> Attempt:
+    return Attempt(
+        index=index,
+        spec=spec,
+        rationale=rationale,
+        rule=rule,
+        passed=False,
+        max_abs_diff={},
+        max_rel_diff={},
+        verdicts={},
+        handler_counts={},
+        error=_worker_error(err),
+        helper_diagnostics=[],
+        layer_divergence=None,
+        partition_health={"per_rank": {}, "degenerate": []},
+        halo_completeness={},
+        timings=timings,
+    )
+
+
+def _best(attempts: Sequence[Attempt]) -> Attempt:
+    for a in attempts:
+        if a.passed:
+            return a
+
+    def badness(a: Attempt) -> tuple[int, int, float]:
+        if not a.verdicts:
+            return (1, 10**9, float("inf"))
+        failing = sum(1 for v in a.verdicts.values() if not v.passed)
+        worst = max(
+            (v.max_rel_diff or 0.0) if v.max_rel_diff is not None else float("inf") for v in a.verdicts.values()
+        )
+        return (0, failing, worst)
+
+    return min(attempts, key=badness)
+
+
+def _validate(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    world_size: int,
+    device: str | Sequence[str],
+    atol: float,
+    rtol: float,
+    auto_fix: bool,
+    max_fix_attempts: int,
+    backend: str,
+    timeout_sec: float,
+    watched_helper_packages: Sequence[str] | None,
+    helper_sample_every: int,
+    layer_diagnostic: bool,
+    progress: ProgressCallback | None,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
+) -> TraceReport:
+    t_start = time.perf_counter()
+    ref: FactoryRef = resolve_factory(model_factory)
+    batch: Batch = as_batch(sample_batch)
+    if atol < 0 or rtol < 0:
+        raise SetupError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    if max_fix_attempts < 0:
+        raise SetupError(f"max_fix_attempts must be >= 0, got {max_fix_attempts}")
+    devices = resolve_devices(device, world_size)
+    resolved_backend = resolve_backend(backend, devices)
+    if spec is not None:
+        MLIPSpec.coerce(spec)  # a broken prior is a setup error, raised before anything starts
+    prior = spec
+    watched = list(DEFAULT_WATCHED_HELPERS if watched_helper_packages is None else watched_helper_packages)
+    opts = {"atol": atol, "rtol": rtol, "layer_diagnostic": layer_diagnostic}
+    meta: dict[str, Any] = {
+        "world_size": world_size,
+        "device": devices[0] if len(set(devices)) == 1 else devices,
+        "devices": devices,
+        "backend": resolved_backend,
+        "atol": atol,
+        "rtol": rtol,
+        "auto_fix": auto_fix,
+        "max_fix_attempts": max_fix_attempts,
+        "timeout_sec": timeout_sec,
+        "watched_helper_packages": watched,
+        "helper_sample_every": helper_sample_every,
+        "layer_diagnostic": layer_diagnostic,
+        "factory": ref.describe(),
+        "num_atoms": batch.num_atoms,
+        "num_systems": batch.num_systems,
+        "versions": {"distcheck": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        "harness": "cpu" if devices[0] == "cpu" else "gpu",
+    }
+    _emit(progress, "reference_started")
+    t0 = time.perf_counter()
+    try:
+        reference = run_reference(
+            ref,
+            batch,
+            device=devices[0],
+            helper_packages=watched,
+            helper_sample_every=helper_sample_every,
+            layer_diagnostic=layer_diagnostic,
+            timeout_sec=timeout_sec,
+        )
+    except DistributedError as err:
+        meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
+        attempt = _failed_attempt(
+            0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
+        )
+        report = TraceReport(ok=False, spec=attempt.spec, attempts=[attempt], next_action="", meta=meta)
+        report.next_action = next_action(report)
+        return report
+    t_reference = time.perf_counter() - t0
+    meta["skipped_helper_packages"] = reference["helpers"].get("skipped", [])
+    meta["wrapper"] = reference["wrapper"]
+    _emit(progress, "reference_finished", seconds=t_reference)
+    current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
+    meta["inference_notes"] = notes
+    attempts: list[Attempt] = []
+    tried = {current.signature()}
+    rationale, rule = "spec from the wrapper's distribution_spec and the reference trace", None
+    run: DistributedRun | None = None
+    needs_run = True
+    total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
+    fix_context: FixContext | None = None
+    while len(attempts) < total_attempts:
+        index = len(attempts)
+        _emit(
+            progress,
+            "attempt_started",
+            index=index,
+            total=total_attempts,
+            rule=rule or "initial spec",
+            rationale=rationale,
+        )
+        t1 = time.perf_counter()
+        if needs_run or run is None:
+            try:
+                run = run_distributed(
+                    ref,
+                    batch,
+                    current,
+                    world_size=world_size,
+                    device=devices,
+                    backend=resolved_backend,
+                    timeout_sec=timeout_sec,
+                    instrumentation="distcheck.validate.instrument:RankInstrumentation",
+                    instrumentation_options={
+                        "helper_packages": watched,
+                        "helper_sample_every": helper_sample_every,
+                        "layer_diagnostic": layer_diagnostic,
+                    },
+                    on_event=lambda name, info: _emit(progress, name, **info),
+                )
+            except DistributedError as err:
+                attempts.append(
+                    _failed_attempt(index, current, rationale, rule, err, {"attempt": time.perf_counter() - t1})
+                )
+                run = None
+                break
+            timings = dict(run.timings)
+            reused = False
+        else:
+            timings = {}
+            reused = True
+        timings["attempt"] = time.perf_counter() - t1
+        attempt, raw, helpers = _evaluate(index, current, rationale, rule, run, reference, opts, reused, timings)
+        attempts.append(attempt)
+        _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
+        if attempt.passed or not auto_fix:
+            break
+        fix_context = FixContext(
+            spec=current,
+            verdicts=raw,
+            reference=reference,
+            run=run,
+            helper_diagnostics=helpers,
+            halo_completeness=attempt.halo_completeness,
+            handler_counts=attempt.handler_counts,
+            world_size=world_size,
+            atol=atol,
+            rtol=rtol,
+        )
+        proposal = propose(fix_context, tried)
+        if proposal is None:
+            break
+        tried.add(proposal.spec.signature())
+        current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
+    best = _best(attempts)
+    meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
+    report = TraceReport(
+        ok=best.passed and not best.partition_health.get("degenerate"),
+        spec=best.spec,
+        attempts=attempts,
+        next_action="",
+        meta=meta,
+    )
+    report.next_action = next_action(report)
+    _emit(progress, "finished", ok=report.ok)
+    return report

@@ -1,0 +1,229 @@
+"""Auto-fix: rule-based spec mutations, each a predicate and a mutation, tried in a fixed order.
+
+Rules that only change consolidation (`drop_double_all_reduce`, `all_reduce_partial_output`,
+`switch_per_node_consolidation`) need no new run: they re-consolidate the ranks' outputs and keep
+the change only if it makes that output match. The others need a new distributed run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..runtime.launch import DistributedRun
+from ..spec import HelperAdapter, MLIPSpec
+from .diff import compare_output
+
+__all__ = ["RULES", "FixContext", "Proposal", "Rule", "propose"]
+
+
+@dataclass
+class FixContext:
+    """What a rule may look at: the attempt's spec and verdicts, its run, the reference, diagnoses."""
+
+    spec: MLIPSpec
+    verdicts: Mapping[str, Mapping[str, Any]]
+    reference: Mapping[str, Any]
+    run: DistributedRun | None
+    helper_diagnostics: Sequence[Mapping[str, Any]] = ()
+    halo_completeness: Mapping[str, Any] = field(default_factory=dict)
+    handler_counts: Mapping[str, int] = field(default_factory=dict)
+    world_size: int = 2
+    atol: float = 1e-5
+    rtol: float = 1e-4
+
+    @property
+    def failing(self) -> list[str]:
+        """Outputs that failed."""
+        return [n for n, v in self.verdicts.items() if not v.get("passed")]
+
+    def ref(self, name: str) -> torch.Tensor:
+        """Reference value of an output."""
+        out: torch.Tensor = self.reference["outputs"][name]
+        return out
+
+    def matches(self, name: str, value: torch.Tensor) -> bool:
+        """Whether `value` passes for output `name` under the tolerances."""
+        kind = self.spec.output_kinds.get(name, "global")
+        return bool(compare_output(name, value, self.ref(name), kind, self.atol, self.rtol)["passed"])
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A mutated spec, why, and whether it needs a new distributed run."""
+
+    rule: str
+    spec: MLIPSpec
+    rationale: str
+    needs_run: bool
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named predicate + mutation."""
+
+    name: str
+    needs_run: bool
+    apply: Callable[[FixContext], tuple[MLIPSpec, str] | None]
+
+
+def _drop_double_all_reduce(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    if ctx.run is None:
+        return None
+    for name in ctx.failing:
+        if name not in ctx.spec.all_reduce_outputs:
+            continue
+        got, ref = ctx.run.outputs.get(name), ctx.ref(name)
+        if got is None or got.shape != ref.shape:
+            continue
+        if torch.allclose(got.to(torch.float64), ctx.world_size * ref.to(torch.float64), rtol=1e-6, atol=ctx.atol):
+            spec = ctx.spec.copy()
+            spec.all_reduce_outputs.remove(name)
+            return spec, (
+                f"{name} came out {ctx.world_size}× the reference (world_size {ctx.world_size}): the model "
+                f"already replicates it, so it was reduced twice; removed it from all_reduce_outputs"
+            )
+    return None
+
+
+def _all_reduce_partial(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    if ctx.run is None:
+        return None
+    for name in ctx.failing:
+        if ctx.spec.output_kinds.get(name) not in ("per_graph", "global") or name in ctx.spec.all_reduce_outputs:
+            continue
+        values = [out[name] for out in ctx.run.rank_outputs if name in out]
+        if len(values) != ctx.world_size or any(v.shape != values[0].shape for v in values):
+            continue
+        if ctx.matches(name, torch.stack(values).sum(dim=0)):
+            spec = ctx.spec.copy()
+            spec.all_reduce_outputs.append(name)
+            return spec, (
+                f"{name} differs on every rank but the ranks' values add up to the reference: each holds a "
+                "partial (e.g. stress by the strain trick); added it to all_reduce_outputs"
+            )
+    return None
+
+
+def _switch_per_node(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    if ctx.run is None:
+        return None
+    for name in ctx.failing:
+        if ctx.spec.output_kinds.get(name) != "per_node":
+            continue
+        spec = ctx.spec.copy()
+        if name in spec.owned_only_outputs:
+            spec.owned_only_outputs.remove(name)
+            how = "summing every copy of an atom (an autograd-derived output: halo copies hold contributions)"
+        else:
+            spec.owned_only_outputs.append(name)
+            how = "reading owned rows only (not autograd-derived: halo copies repeat the owner's value)"
+        if ctx.matches(name, ctx.run.reconsolidate(spec).outputs[name]):
+            return spec, f"{name} matches the reference when consolidated by {how}"
+    return None
+
+
+def _declare_helpers(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    remedies = [
+        d["likely_remedy"]
+        for d in ctx.helper_diagnostics
+        if d.get("suspected_gap") and d.get("likely_remedy") and not d.get("already_wrapped")
+    ]
+    if not remedies:
+        return None
+    spec = ctx.spec.copy()
+    names = []
+    for r in remedies:
+        entry = HelperAdapter(**r)
+        if spec.helper(entry.qualname) is None:
+            spec.distribution.third_party_helpers.append(entry)
+            names.append(entry.qualname)
+    if not names:
+        return None
+    return spec, (
+        f"declared a `reduction` adapter for {', '.join(names)}: it sums per system behind the runtime's "
+        "back, so each rank saw partial sums"
+    )
+
+
+def _enable_system_reductions(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    if ctx.spec.system_reductions or not ctx.failing:
+        return None
+    if not any(k.startswith("per_system") for k in ctx.reference.get("counts", {})):
+        return None
+    spec = ctx.spec.copy()
+    spec.system_reductions = True
+    return spec, (
+        "the model reduces per-atom values per system and system_reductions was off, so each rank "
+        "counted its halo atoms; turned system_reductions on"
+    )
+
+
+def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    policy = ctx.spec.distribution.policy
+    if policy.kind != "halo" or policy.scatter_mode != "halo_correction" or not ctx.failing:
+        return None
+    corrected = sum(v for k, v in ctx.handler_counts.items() if k.startswith("halo_scatter_correction"))
+    if not corrected:
+        return None
+    spec = ctx.spec.copy()
+    spec.distribution.policy.scatter_mode = "local"
+    spec.distribution.policy.halo_width = None
+    own_lists = not ctx.reference.get("neighbor_cutoffs")
+    why = (
+        "the backbone builds its own neighbour list (halo-unaware)"
+        if own_lists
+        else "the per-edge aggregations are not halo-aware"
+    )
+    return spec, (
+        f"{why}, so halo_correction double counts cross-rank edges; switched scatter_mode to local "
+        "(halo as deep as the receptive field)"
+    )
+
+
+def _widen_halo(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    policy = ctx.spec.distribution.policy
+    if policy.kind != "halo" or not ctx.failing:
+        return None
+    halo = ctx.halo_completeness
+    required = halo.get("required_width")
+    current = halo.get("halo_width")
+    if current is None:
+        return None
+    spec = ctx.spec.copy()
+    if required is not None and not halo.get("matches", True):
+        spec.distribution.policy.halo_width = float(required) + 0.5
+        why = f"the halo ({current:.2f} Å) is shallower than the receptive field ({required:.2f} Å)"
+    elif policy.halo_width is not None:
+        spec.distribution.policy.halo_width = float(current) * 2
+        why = f"atoms near the domain boundaries differ with a {current:.2f} Å halo"
+    else:
+        return None
+    return spec, f"{why}; widened distribution.policy.halo_width to {spec.distribution.policy.halo_width:.2f} Å"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("drop_double_all_reduce", False, _drop_double_all_reduce),
+    Rule("all_reduce_partial_output", False, _all_reduce_partial),
+    Rule("switch_per_node_consolidation", False, _switch_per_node),
+    Rule("declare_helper_adapter", True, _declare_helpers),
+    Rule("enable_system_reductions", True, _enable_system_reductions),
+    Rule("halo_correction_to_local", True, _halo_correction_to_local),
+    Rule("widen_halo", True, _widen_halo),
+)
+
+
+def propose(ctx: FixContext, tried: set[str], rules: Sequence[Rule] = RULES) -> Proposal | None:
+    """The first rule that applies and yields a spec not tried yet (by signature)."""
+    for rule in rules:
+        result = rule.apply(ctx)
+        if result is None:
+            continue
+        spec, rationale = result
+        if spec.signature() in tried:
+            continue
+        return Proposal(rule=rule.name, spec=spec, rationale=rationale, needs_run=rule.needs_run)
+    return None

@@ -1,0 +1,199 @@
+"""Compare distributed outputs with the single-process reference, element by element, in atom order.
+
+An element passes when `|got - ref| <= atol` **or** `|got - ref| / max(|ref|, tiny) <= rtol`, where
+`tiny` is the smallest normal number of the compared dtype (so the relative difference stays finite
+where the reference is zero). Outputs are compared in the order they come in — global atom order for
+per-node outputs — and never sorted: a row-sorted or order-free comparison would let forces that
+landed on the wrong atoms pass.
+
+A verdict is a plain dict with the keys of the report's `OutputVerdict`:
+`name, kind, passed, max_abs_diff, max_rel_diff, status, worst_index, n_failing, n_total`.
+
+- `status`: `"ok"`, `"mismatch"`, `"missing"` (absent from the distributed outputs), `"shape"` (shapes
+  differ) or `"nonfinite"` (NaN/Inf in the distributed output where the reference is finite).
+- `max_abs_diff` / `max_rel_diff`: float64 maxima over the elements where both sides are finite
+  (`None` for `missing`/`shape`, or when no element is finite on both sides).
+- `worst_index`: multi-index of the element with the largest absolute difference; for `nonfinite` the
+  first non-finite element (worse than any finite difference); `None` when there is nothing to point at.
+- `n_total`: atoms (rows) for `per_node` outputs, elements otherwise; `n_failing` counts failing atoms
+  (rows with any failing element) or failing elements likewise. For `missing`/`shape` every unit counts
+  as failing (`n_failing == n_total`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["compare_output", "compare_outputs", "failing_rows", "nonfinite_report"]
+
+PER_NODE = "per_node"
+
+
+def _work_dtype(got: torch.Tensor, ref: torch.Tensor) -> torch.dtype:
+    return torch.complex128 if (got.is_complex() or ref.is_complex()) else torch.float64
+
+
+def _tiny(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """Smallest normal number of the dtype the two tensors compare in (float64's for integer inputs)."""
+    dtype = torch.promote_types(got.dtype, ref.dtype)
+    if dtype.is_complex:
+        dtype = torch.float64 if dtype == torch.complex128 else torch.float32
+    if not dtype.is_floating_point:
+        dtype = torch.float64
+    return float(torch.finfo(dtype).tiny)
+
+
+def _elementwise(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict[str, torch.Tensor]:
+    """Per-element masks and differences for tensors of equal shape (computed in float64 on ref's device)."""
+    work = _work_dtype(got, ref)
+    r = ref.detach().to(dtype=work)
+    g = got.detach().to(device=r.device, dtype=work)
+    g_fin = torch.isfinite(g)
+    r_fin = torch.isfinite(r)
+    both = g_fin & r_fin
+    zero = torch.zeros((), dtype=torch.float64, device=r.device)
+    abs_diff = torch.where(both, (g - r).abs(), zero)
+    rel_diff = torch.where(both, abs_diff / r.abs().clamp_min(_tiny(got, ref)), zero)
+    close = both & ((abs_diff <= atol) | (rel_diff <= rtol))
+    # Non-finite reference values match only the same non-finite value (NaN with NaN, +Inf with +Inf).
+    same_nonfinite = ~r_fin & ~g_fin & ((g == r) | (torch.isnan(g) & torch.isnan(r)))
+    return {
+        "fail": ~(close | same_nonfinite),
+        "abs": abs_diff,
+        "rel": rel_diff,
+        "both": both,
+        "bad": ~g_fin & r_fin,
+    }
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
+    index: list[int] = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
+
+
+def _row_failures(fail: torch.Tensor) -> torch.Tensor:
+    """Per-row failure mask: a row fails when any of its elements fails (a 0-d tensor is one row)."""
+    if fail.dim() == 0:
+        return fail.reshape(1)
+    if fail.numel() == 0:
+        return torch.zeros(fail.shape[0], dtype=torch.bool, device=fail.device)
+    return fail.reshape(fail.shape[0], -1).any(dim=1)
+
+
+def _n_total(ref: torch.Tensor, kind: str) -> int:
+    if kind == PER_NODE and ref.dim() > 0:
+        return int(ref.shape[0])
+    return int(ref.numel())
+
+
+def _verdict(
+    name: str,
+    kind: str,
+    status: str,
+    *,
+    n_total: int,
+    n_failing: int,
+    max_abs: float | None = None,
+    max_rel: float | None = None,
+    worst: list[int] | None = None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "passed": status == "ok",
+        "max_abs_diff": max_abs,
+        "max_rel_diff": max_rel,
+        "status": status,
+        "worst_index": worst,
+        "n_failing": n_failing,
+        "n_total": n_total,
+    }
+
+
+def compare_output(
+    name: str,
+    got: torch.Tensor | None,
+    ref: torch.Tensor,
+    kind: str,
+    atol: float,
+    rtol: float,
+) -> dict[str, Any]:
+    """Verdict for one output (`got` is the distributed output, `None` when it is missing)."""
+    n_total = _n_total(ref, kind)
+    if got is None:
+        return _verdict(name, kind, "missing", n_total=n_total, n_failing=n_total)
+    if tuple(got.shape) != tuple(ref.shape):
+        return _verdict(name, kind, "shape", n_total=n_total, n_failing=n_total)
+    if ref.numel() == 0:
+        return _verdict(name, kind, "ok", n_total=n_total, n_failing=0, max_abs=0.0, max_rel=0.0)
+    e = _elementwise(got, ref, atol, rtol)
+    fail, both, bad = e["fail"], e["both"], e["bad"]
+    if kind == PER_NODE:
+        n_failing = int(_row_failures(fail).sum())
+    else:
+        n_failing = int(fail.sum())
+    max_abs: float | None = None
+    max_rel: float | None = None
+    worst: list[int] | None = None
+    if bool(both.any()):
+        max_abs = float(e["abs"].max())
+        max_rel = float(e["rel"].max())
+        ranked = torch.where(both, e["abs"], torch.full_like(e["abs"], -1.0))
+        worst = _unravel(int(ranked.reshape(-1).argmax()), ref.shape)
+    if bool(bad.any()):
+        status = "nonfinite"
+        worst = _unravel(int(bad.reshape(-1).nonzero()[0, 0]), ref.shape)
+    elif n_failing:
+        status = "mismatch"
+        if not bool((fail & both).any()):
+            # Only elements where the reference is non-finite fail (no finite difference): point at the first.
+            worst = _unravel(int(fail.reshape(-1).nonzero()[0, 0]), ref.shape)
+    else:
+        status = "ok"
+    return _verdict(
+        name, kind, status, n_total=n_total, n_failing=n_failing, max_abs=max_abs, max_rel=max_rel, worst=worst
+    )
+
+
+def compare_outputs(
+    got: Mapping[str, torch.Tensor],
+    ref: Mapping[str, torch.Tensor],
+    kinds: Mapping[str, str],
+    atol: float,
+    rtol: float,
+) -> dict[str, dict[str, Any]]:
+    """Verdicts for every reference output, keyed by name, in the reference's order.
+
+    Outputs only `got` has are ignored; an output without an entry in `kinds` is compared element by
+    element (kind `"global"`).
+    """
+    return {
+        name: compare_output(name, got.get(name), r, kinds.get(name, "global"), atol, rtol) for name, r in ref.items()
+    }
+
+
+def failing_rows(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Per-row failure mask (`[n_rows]` bool, on ref's device) for a per-node output: row i fails when
+    any of its elements fails the atol-or-rtol test (or is non-finite where the reference is finite)."""
+    if tuple(got.shape) != tuple(ref.shape):
+        raise ValueError(f"shapes differ: got {list(got.shape)}, reference {list(ref.shape)}")
+    return _row_failures(_elementwise(got, ref, atol, rtol)["fail"])
+
+
+def nonfinite_report(rank_outputs: Sequence[Mapping[str, torch.Tensor]]) -> list[dict[str, Any]]:
+    """`{"rank", "output", "count"}` for every rank output holding NaN or Inf (count = such elements)."""
+    found: list[dict[str, Any]] = []
+    for rank, outputs in enumerate(rank_outputs):
+        for name, value in outputs.items():
+            if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+                continue
+            count = int((~torch.isfinite(value.detach())).sum())
+            if count:
+                found.append({"rank": rank, "output": name, "count": count})
+    return found

@@ -1,0 +1,160 @@
+"""Is a distributed run able to prove anything? Partition health and halo completeness.
+
+`partition_health` flags degenerate partitions (a rank with no owned, no halo or no remote atoms, or a
+single rank): a pass on such a partition does not exercise what distribution can break.
+`halo_completeness` checks that the halo is as deep as the spec's scatter mode needs.
+
+Both take the `RankRecord`s of a run (anything with the same attributes works) and return plain,
+JSON-ready dicts. No torch needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..runtime.launch import RankRecord
+
+__all__ = ["halo_completeness", "partition_health"]
+
+_EPS = 1e-9
+"""Å of slack when comparing the halo width with the required width (floating-point round-off)."""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def partition_health(records: Sequence[RankRecord]) -> dict[str, Any]:
+    """Per-rank atom counts and a list of reasons the partition is degenerate (empty when healthy).
+
+    Returns `{"per_rank": {rank: {"owned", "halo", "remote"}}, "degenerate": [message, …]}` with one
+    message per degenerate rank (naming every count that is zero) or one for a single-rank run.
+    """
+    per_rank: dict[int, dict[str, int]] = {
+        int(r.rank): {"owned": int(r.owned), "halo": int(r.halo), "remote": int(r.remote)} for r in records
+    }
+    degenerate: list[str] = []
+    if not records:
+        degenerate.append("no rank reported its partition, so nothing about the distributed run can be checked")
+    elif len(records) == 1:
+        degenerate.append(
+            "world_size is 1: one rank owns every atom, so there is no halo, no remote atom and no collective "
+            "that changes a value; a pass proves nothing about distribution; use world_size >= 2"
+        )
+    else:
+        for rank, counts in sorted(per_rank.items()):
+            if counts["owned"] == 0:
+                degenerate.append(
+                    f"rank {rank} owns no atoms: its domain is empty, so it contributes nothing of its own and "
+                    "the run is effectively split over fewer ranks; use a larger sample (longer along one axis) "
+                    "or fewer ranks"
+                )
+            if counts["halo"] == 0:
+                degenerate.append(
+                    f"rank {rank} has no halo atoms: no atom of another rank lies within the halo width of its "
+                    "domain, so halo exchange and cross-rank edges are never exercised; use a denser or periodic "
+                    "sample whose atoms interact across the domain boundary"
+                )
+            if counts["remote"] == 0:
+                degenerate.append(
+                    f"rank {rank} has no remote atoms: every atom is within its halo, so the run never crosses "
+                    "a true domain boundary; use a larger sample (longer along one axis) or fewer ranks"
+                )
+    return {"per_rank": per_rank, "degenerate": degenerate}
+
+
+def _halo_width(records: Sequence[RankRecord]) -> float | None:
+    """The run's halo width (the smallest any rank used), `None` for none or infinite (replicated)."""
+    widths = [float(r.halo_width) for r in records]
+    if not widths:
+        return None
+    width = min(widths)
+    return width if math.isfinite(width) else None
+
+
+def halo_completeness(
+    records: Sequence[RankRecord],
+    policy_kind: str,
+    scatter_mode: str,
+    cutoff: float | None,
+    num_interactions: int | None,
+) -> dict[str, Any]:
+    """Whether the halo the run used is deep enough for its scatter mode.
+
+    The required width is the largest neighbour-list cutoff the wrapper asked for through
+    `batch.neighbor_list` (`records[*].requested_cutoffs`, else `cutoff`): that for `halo_correction`,
+    times `num_interactions` for `local`. A `replicated` policy always matches. Under `halo_correction`,
+    a wrapper that built no neighbour list through `batch.neighbor_list` is reported as halo-unaware
+    (`matches` False, `required_width` the width `local` needs). Returns `{"matches", "halo_width",
+    "required_width", "interpretation"}`; widths in Å, `None` where unknown or infinite.
+    """
+    width = _halo_width(records)
+    if policy_kind == "replicated":
+        return {
+            "matches": True,
+            "halo_width": width,
+            "required_width": None,
+            "interpretation": "The replicated policy gives every rank every atom, so no halo is needed.",
+        }
+    requested = [float(c) for r in records for c in r.requested_cutoffs]
+    reach = max(requested) if requested else (float(cutoff) if cutoff is not None else None)
+    depth = int(num_interactions) if num_interactions else None
+    layers = depth or 1
+    depth_note = (
+        ""
+        if depth
+        else " The wrapper declares no `num_interactions`, so one message-passing layer was assumed; set it if "
+        "the model passes messages more than once."
+    )
+    shown = _fmt(width) if width is not None else "unknown"
+
+    if scatter_mode == "halo_correction" and not requested:
+        required = reach * layers if reach is not None else None
+        need = f" with `distribution.policy.halo_width` >= {_fmt(required)} Å" if required is not None else ""
+        return {
+            "matches": False,
+            "halo_width": width,
+            "required_width": required,
+            "interpretation": (
+                "The wrapper built no neighbour list through `batch.neighbor_list`, so its backbone builds its "
+                "own (halo-unaware) one and halo_correction double counts the edges that cross ranks. "
+                f"Set `distribution.policy.scatter_mode` to 'local'{need}." + depth_note
+            ),
+        }
+    if reach is None:
+        return {
+            "matches": True,
+            "halo_width": width,
+            "required_width": None,
+            "interpretation": (
+                "Cannot check the halo depth: the wrapper has no `cutoff` attribute and asked for no neighbour "
+                "list through `batch.neighbor_list`; add `self.cutoff = <Å>` to the wrapper."
+            ),
+        }
+    source = "largest neighbour-list cutoff requested" if requested else "wrapper's cutoff"
+    if scatter_mode == "local":
+        required = reach * layers
+        needs = f"scatter_mode 'local' needs {layers} layer(s) × {_fmt(reach)} Å ({source}) = {_fmt(required)} Å"
+    else:
+        required = reach
+        needs = f"scatter_mode {scatter_mode!r} needs one cutoff, {_fmt(reach)} Å ({source})"
+    matches = width is not None and width + _EPS >= required
+    if matches:
+        interpretation = f"The halo is {shown} Å and {needs}: complete." + (
+            depth_note if scatter_mode == "local" else ""
+        )
+    elif scatter_mode == "local":
+        interpretation = (
+            f"The halo is {shown} Å but {needs}, so owned atoms near a domain boundary miss contributions "
+            f"from atoms beyond the halo. Set `distribution.policy.halo_width` >= {_fmt(required)} Å (or null "
+            "to derive it)" + (", or switch `scatter_mode` to 'halo_correction'." if requested else ".") + depth_note
+        )
+    else:
+        interpretation = (
+            f"The halo is {shown} Å but {needs}, so edges to atoms just beyond the halo are missing. Set "
+            f"`distribution.policy.halo_width` >= {_fmt(required)} Å (or null to derive it from the cutoff)."
+        )
+    return {"matches": matches, "halo_width": width, "required_width": required, "interpretation": interpretation}

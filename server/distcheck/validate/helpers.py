@@ -1,0 +1,157 @@
+"""Helper trace: record calls to public functions of watched third-party packages.
+
+Every public function of a watched module is wrapped (in its home module and in every module that
+imported it by name) for the duration of a run. The first call and every `sample_every`-th call
+after it are recorded with the shapes of their arguments and a summary of their result; on ranks
+the result of the same call with halo rows of the atom argument zeroed is recorded too, so the
+parent can tell a per-system reduction that needs an adapter from one that is already global.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+__all__ = ["HelperTracer", "import_watched"]
+
+
+def import_watched(packages: Sequence[str]) -> tuple[list[Any], list[str]]:
+    """Import each watched module; return the modules and the names that could not be imported."""
+    modules, skipped = [], []
+    for name in packages:
+        try:
+            modules.append(importlib.import_module(name))
+        except Exception:  # an unimportable watched package is skipped, not an error
+            skipped.append(name)
+    return modules, skipped
+
+
+def _summary(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").clone()
+    if isinstance(value, (tuple, list)):
+        return [_summary(v) for v in value]
+    return None
+
+
+def _shape(value: Any) -> list[int] | None:
+    return list(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+class HelperTracer:
+    """Wraps watched helpers and records sampled calls.
+
+    `rows` is the number of atom rows of the batch being run (N on the reference, local rows on a
+    rank); `owned_mask` (ranks only) lets the tracer re-run a sampled call with halo rows zeroed.
+    """
+
+    def __init__(
+        self,
+        packages: Sequence[str],
+        sample_every: int,
+        rows: int,
+        num_systems: int,
+        owned_mask: torch.Tensor | None = None,
+    ) -> None:
+        self.packages = list(packages)
+        self.sample_every = max(1, int(sample_every))
+        self.rows = rows
+        self.num_systems = num_systems
+        self.owned_mask = owned_mask
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.skipped: list[str] = []
+
+    def _atom_arg(self, args: Sequence[Any]) -> int | None:
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.ndim >= 1 and a.shape[0] in (self.rows, self.rows + 1):
+                if a.is_floating_point():
+                    return i
+        return None
+
+    def _masked(self, args: Sequence[Any], i: int) -> tuple[Any, ...]:
+        assert self.owned_mask is not None
+        x = args[i]
+        mask = self.owned_mask.to(x.device)
+        if x.shape[0] > mask.shape[0]:
+            mask = torch.cat([mask, torch.zeros(x.shape[0] - mask.shape[0], dtype=torch.bool, device=x.device)])
+        shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+        masked = torch.where(mask.reshape(shape), x, torch.zeros_like(x))
+        return tuple(masked if k == i else a for k, a in enumerate(args))
+
+    def _wrap(self, qualname: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        record = self.calls.setdefault(qualname, {"n_calls": 0, "samples": [], "source": _source(fn)})
+
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            k = record["n_calls"]
+            record["n_calls"] = k + 1
+            out = fn(*args, **kwargs)
+            if k == 0 or k % self.sample_every == 0:
+                atom = self._atom_arg(args)
+                sample: dict[str, Any] = {
+                    "call": k,
+                    "arg_shapes": [_shape(a) for a in args],
+                    "atom_arg": atom,
+                    "out_shape": _shape(out),
+                    "out_dtype": str(out.dtype) if isinstance(out, torch.Tensor) else None,
+                    "out": _summary(out),
+                    "out_owned": None,
+                }
+                if atom is not None and self.owned_mask is not None:
+                    with torch.no_grad():
+                        sample["out_owned"] = _summary(fn(*self._masked(args, atom), **kwargs))
+                record["samples"].append(sample)
+            return out
+
+        traced.__distcheck_traced__ = True  # type: ignore[attr-defined]
+        return traced
+
+    @contextmanager
+    def installed(self) -> Iterator[HelperTracer]:
+        """Wrap every public function of the watched modules for the block; always restore."""
+        modules, self.skipped = import_watched(self.packages)
+        patched: list[tuple[Any, str, Any]] = []
+        try:
+            for module in modules:
+                for attr, fn in list(vars(module).items()):
+                    if attr.startswith("_") or not callable(fn) or inspect.isclass(fn):
+                        continue
+                    if getattr(fn, "__module__", None) != module.__name__:
+                        continue  # re-exported from elsewhere (e.g. torch functions)
+                    traced = self._wrap(f"{module.__name__}.{attr}", fn)
+                    for holder in list(sys.modules.values()):
+                        namespace = getattr(holder, "__dict__", None)
+                        if not isinstance(namespace, dict):
+                            continue
+                        for name, value in list(namespace.items()):
+                            if value is fn:
+                                patched.append((holder, name, fn))
+                                setattr(holder, name, traced)
+            yield self
+        finally:
+            for holder, name, fn in reversed(patched):
+                setattr(holder, name, fn)
+
+    def collect(self) -> dict[str, Any]:
+        """Recorded calls per `module.function` (only functions that were called) and skipped packages."""
+        return {
+            "calls": {q: rec for q, rec in self.calls.items() if rec["n_calls"] > 0},
+            "skipped": list(self.skipped),
+        }
+
+
+def _source(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    try:
+        target = inspect.unwrap(fn)
+        file = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except (TypeError, OSError):
+        return None
+    return {"file": file, "line": int(line)} if file else None

@@ -1,0 +1,48 @@
+"""Instrumentation that runs inside each rank: helper trace and layer records (see runtime.launch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from ..runtime.context import RankContext
+from .helpers import HelperTracer
+from .layers import LayerRecorder
+
+__all__ = ["RankInstrumentation"]
+
+
+class RankInstrumentation:
+    """Built from options `{"helper_packages", "helper_sample_every", "layer_diagnostic"}`."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self.tracer: HelperTracer | None = None
+        self.layers: LayerRecorder | None = None
+
+    @contextmanager
+    def attach(self, wrapper: Any, ctx: RankContext, local: Any) -> Iterator[None]:
+        """Trace helpers and record layers while the rank's forward runs."""
+        with ExitStack() as stack:
+            packages = self.options.get("helper_packages") or []
+            if packages:
+                self.tracer = HelperTracer(
+                    packages,
+                    int(self.options.get("helper_sample_every", 8)),
+                    ctx.num_local,
+                    ctx.num_systems,
+                    owned_mask=ctx.owned_mask,
+                )
+                stack.enter_context(self.tracer.installed())
+            if self.options.get("layer_diagnostic", True):
+                self.layers = LayerRecorder(wrapper, ctx.num_local, ctx.num_systems, owned_mask=ctx.owned_mask)
+                stack.enter_context(self.layers.attached())
+            yield
+
+    def collect(self) -> dict[str, Any]:
+        """Helper calls and layer records of this rank."""
+        return {
+            "helpers": self.tracer.collect() if self.tracer else {"calls": {}, "skipped": []},
+            "layers": self.layers.collect() if self.layers else [],
+        }

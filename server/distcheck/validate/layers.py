@@ -1,0 +1,129 @@
+"""Layer records: forward hooks on every sub-module, reduced to what can be compared across ranks.
+
+Per-atom outputs (leading dimension = atom rows) are recorded as their column sums — over all rows
+on the reference, over owned rows on a rank — so the sum over ranks must equal the reference.
+Per-system outputs (leading dimension = number of systems) are recorded as they are. Anything
+else (edge-level tensors, scalars, tuples) is not recorded: it cannot be compared and is never
+reported as divergent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+__all__ = ["LayerRecorder", "compare_layers"]
+
+
+class LayerRecorder:
+    """Hooks every named sub-module of `model`; records in call order."""
+
+    def __init__(self, model: Any, rows: int, num_systems: int, owned_mask: torch.Tensor | None = None) -> None:
+        self.model = model
+        self.rows = rows
+        self.num_systems = num_systems
+        self.owned_mask = owned_mask
+        self.records: list[dict[str, Any]] = []
+        self._seen: dict[str, int] = {}
+
+    def _hook(self, name: str, module: Any) -> Any:
+        def hook(mod: Any, inputs: Any, output: Any) -> None:
+            if not isinstance(output, torch.Tensor) or output.ndim == 0 or not output.is_floating_point():
+                return
+            k = self._seen.get(name, 0)
+            self._seen[name] = k + 1
+            key = f"{name}#{k}"
+            with torch.no_grad():
+                out = output.detach()
+                if out.shape[0] == self.rows and self.rows != self.num_systems:
+                    rows = out if self.owned_mask is None else out[self.owned_mask.to(out.device)]
+                    value = rows.to(torch.float64).sum(dim=0).cpu()
+                    level = "per_atom"
+                elif out.shape[0] == self.num_systems:
+                    value = out.to(torch.float64).cpu().clone()
+                    level = "per_system"
+                else:
+                    return
+            cls = type(mod)
+            self.records.append(
+                {
+                    "key": key,
+                    "module": name,
+                    "class": f"{cls.__module__}.{cls.__qualname__}",
+                    "level": level,
+                    "value": value,
+                }
+            )
+
+        return hook
+
+    @contextmanager
+    def attached(self) -> Iterator[LayerRecorder]:
+        """Hooks installed for the block, removed afterwards."""
+        handles = []
+        named = getattr(self.model, "named_modules", None)
+        if named is not None:
+            for name, module in named():
+                if not name:
+                    continue
+                try:
+                    handles.append(module.register_forward_hook(self._hook(name, module)))
+                except (RuntimeError, AttributeError):  # some scripted modules refuse Python hooks
+                    continue
+        try:
+            yield self
+        finally:
+            for h in handles:
+                h.remove()
+
+    def collect(self) -> list[dict[str, Any]]:
+        """The records, in call order."""
+        return self.records
+
+
+def compare_layers(
+    reference: Sequence[Mapping[str, Any]], ranks: Sequence[Sequence[Mapping[str, Any]]], rtol: float
+) -> dict[str, Any]:
+    """First module (in reference call order) whose rank-summed record differs from the reference.
+
+    Returns `{"first_divergent": {"module", "class", "key", "rel_diff", "ranks_sum", "ref_sum"} | None,
+    "checked": n, "max_rel_diff": x}`. Records missing on some rank are skipped.
+    """
+    by_rank = [{r["key"]: r for r in recs} for recs in ranks]
+    checked, worst, first = 0, 0.0, None
+    for ref in reference:
+        key = ref["key"]
+        found = [m.get(key) for m in by_rank]
+        got = [g for g in found if g is not None]
+        if len(got) != len(found) or any(g["level"] != ref["level"] for g in got):
+            continue
+        ref_value = ref["value"]
+        if ref["level"] == "per_atom":
+            total = sum(g["value"] for g in got)
+        else:
+            total = got[0]["value"]
+        if not isinstance(total, torch.Tensor) or total.shape != ref_value.shape:
+            continue
+        checked += 1
+        scale = float(ref_value.abs().max()) if ref_value.numel() else 0.0
+        diff = float((total - ref_value).abs().max()) if ref_value.numel() else 0.0
+        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+        worst = max(worst, rel)
+        if first is None and rel > rtol:
+            first = {
+                "module": ref["module"],
+                "class": ref["class"],
+                "key": key,
+                "rel_diff": rel,
+                "ranks_sum": _short(total),
+                "ref_sum": _short(ref_value),
+            }
+    return {"first_divergent": first, "checked": checked, "max_rel_diff": worst}
+
+
+def _short(t: torch.Tensor) -> list[float]:
+    return [float(x) for x in t.flatten()[:8]]

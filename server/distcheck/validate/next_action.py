@@ -1,0 +1,101 @@
+"""The report's `next_action`: one line ranked by cause, then the details that justify it.
+
+Order: partition health (a degenerate partition makes any verdict meaningless), worker errors,
+halo coverage, undeclared helpers, the auto-fix that worked, then the layer verdict.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..report import Attempt, TraceReport
+
+__all__ = ["next_action"]
+
+
+def _failing(a: Attempt, atol: float, rtol: float) -> str:
+    parts = []
+    for name, v in a.verdicts.items():
+        if v.passed:
+            continue
+        if v.status in ("missing", "shape", "nonfinite"):
+            parts.append(f"{name} ({v.status})")
+        else:
+            parts.append(f"{name} (max abs {v.max_abs_diff:.3g} > {atol:g}, max rel {v.max_rel_diff:.3g} > {rtol:g})")
+    return ", ".join(parts)
+
+
+def next_action(report: TraceReport) -> str:
+    """A one-line verdict with the concrete next step ("OK — …" or "FAIL — …"), then supporting lines."""
+    meta = report.meta
+    atol, rtol, ws = meta.get("atol", 0.0), meta.get("rtol", 0.0), meta.get("world_size")
+    if not report.attempts:
+        return "FAIL — nothing was run; check the factory and the sample batch"
+    best = report.best_attempt
+    if best is None:
+        return "FAIL — nothing was run; check the factory and the sample batch"
+    lines: list[str] = []
+    degenerate = best.partition_health.get("degenerate") or []
+    if degenerate:
+        head = (
+            "FAIL — DEGENERATE partition: "
+            + degenerate[0]
+            + ". A pass on this sample proves nothing; use a larger (longer) sample or fewer ranks and validate again"
+        )
+        return "\n".join([head, *degenerate[1:]])
+    if best.error is not None and not best.verdicts:
+        where = ""
+        if best.error.frames:
+            f = best.error.frames[-1]
+            where = f" at {f.file}:{f.line}"
+        who = "the reference run" if best.error.rank in (None, -1) else f"rank {best.error.rank}"
+        return "\n".join(
+            [
+                f"FAIL — {who} failed during {best.error.phase or 'start-up'}: {best.error.hint}{where}",
+                f"{best.error.type}: {best.error.message}",
+            ]
+        )
+    if best.passed:
+        head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {ws}"
+        if report.fix_applied:
+            head += f" after auto-fix ({best.rule}); save report.spec as your spec file"
+        lines.append(head)
+        lines += [f"attempt {a.index}: {a.rationale}" for a in report.attempts[1:]]
+        return "\n".join(lines)
+    halo = best.halo_completeness or {}
+    failing = _failing(best, atol, rtol)
+    if halo and not halo.get("matches", True):
+        lines.append(f"FAIL — halo too shallow: {halo.get('interpretation', '')}")
+    gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy]
+    if gaps and not lines:
+        remedy = json.dumps(gaps[0].likely_remedy)
+        lines.append(
+            f"FAIL — undeclared per-system helper {gaps[0].qualname}: add {remedy} to distribution.third_party_helpers"
+        )
+    if best.error is not None and not lines:
+        lines.append(f"FAIL — {best.error.hint}")
+    layer = best.layer_divergence or {}
+    first = layer.get("first_divergent") if isinstance(layer, dict) else None
+    if not lines:
+        if first:
+            lines.append(
+                f"FAIL — {failing}; first divergent module: {first['module']} ({first['class']}), "
+                f"rel diff {first['rel_diff']:.3g}; check how it reduces or aggregates across atoms"
+            )
+        else:
+            lines.append(
+                f"FAIL — {failing}; no auto-fix rule applied: review output_kinds, all_reduce_outputs and "
+                "owned_only_outputs in the spec"
+            )
+    else:
+        lines.append(f"failing: {failing}")
+        if first:
+            lines.append(
+                f"first divergent module: {first['module']} ({first['class']}), rel diff {first['rel_diff']:.3g}"
+            )
+    tried = [
+        f"attempt {a.index} ({a.rule or 'initial'}): {'pass' if a.passed else 'fail'} — {a.rationale}"
+        for a in report.attempts
+    ]
+    lines += tried
+    return "\n".join(lines)

@@ -1,0 +1,248 @@
+"""The single-process reference run, in a child process forked from the warm pool.
+
+Besides the outputs it records what the validator needs to infer a spec and explain differences:
+which per-system reductions and per-edge aggregations the wrapper performs (a `TorchFunctionMode`
+that only observes), what `torch.autograd.grad` returned (to tell autograd-derived outputs from
+the others), whether neighbours came from `batch.neighbor_list`, helper calls, layer records and
+where the wrapper's class is defined.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..batch import Batch
+from ..runtime.errors import DistributedError, RankTimeout
+from ..runtime.factory import FactoryRef
+from ..runtime.launch import main_hidden, process_context, read_failure, stop_all, traceback_frames, write_phase
+from .helpers import HelperTracer
+from .layers import LayerRecorder
+
+__all__ = ["ReferenceTrace", "run_reference"]
+
+_T = torch.Tensor
+_SCATTERS = {
+    torch.index_add,
+    _T.index_add,
+    _T.index_add_,
+    torch.scatter_add,
+    _T.scatter_add,
+    _T.scatter_add_,
+    torch.scatter_reduce,
+    _T.scatter_reduce,
+    _T.scatter_reduce_,
+}
+
+
+class ReferenceTrace(TorchFunctionMode):
+    """Observes (never changes) the ops a wrapper runs in one process."""
+
+    def __init__(self, batch: Batch) -> None:
+        super().__init__()
+        self.batch = batch
+        self.counts: Counter[str] = Counter()
+        self.grad_results: list[torch.Tensor] = []
+        self.grad_input_shapes: list[list[int]] = []
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        n, b = self.batch.num_atoms, self.batch.num_systems
+        if func in _SCATTERS and len(args) >= 3 and isinstance(args[0], torch.Tensor):
+            index = args[2] if len(args) > 2 else kwargs.get("index")
+            rows = args[0].shape[0] if args[0].ndim else 0
+            if isinstance(index, torch.Tensor) and index.ndim >= 1:
+                if rows == b and index.shape[0] == n:
+                    self.counts[f"per_system_reduce[{func.__name__}]"] += 1
+                elif rows == n and index.shape[0] != n:
+                    self.counts[f"edge_aggregation[{func.__name__}]"] += 1
+                elif rows == b:
+                    self.counts[f"edge_to_system[{func.__name__}]"] += 1
+        elif func is torch.segment_reduce:
+            self.counts["per_system_reduce[segment_reduce]"] += 1
+        elif func is torch.bincount:
+            self.counts["per_system_count[bincount]"] += 1
+        elif func is torch.autograd.grad:
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+            ins = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs or [])
+            self.grad_input_shapes += [list(t.shape) for t in ins]
+            self.grad_results += [g.detach() for g in out if isinstance(g, torch.Tensor)]
+            self.counts["autograd.grad"] += 1
+        return out
+
+
+def _autograd_derived(outputs: Mapping[str, torch.Tensor], trace: ReferenceTrace, batch: Batch) -> dict[str, bool]:
+    derived: dict[str, bool] = {}
+    extra_shapes = [s for s in trace.grad_input_shapes if s != [batch.num_atoms, 3]]
+    for name, value in outputs.items():
+        v = value.detach()
+        hit = any(g.shape == v.shape and (torch.allclose(v, g) or torch.allclose(v, -g)) for g in trace.grad_results)
+        if not hit and v.ndim >= 1 and v.shape[0] == batch.num_systems and list(v.shape) in extra_shapes:
+            hit = True  # e.g. stress from the strain trick: d E / d strain, rescaled
+        derived[name] = bool(hit)
+    return derived
+
+
+def _wrapper_info(wrapper: Any) -> dict[str, Any]:
+    cls = type(wrapper)
+    info: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}", "file": None, "line": None}
+    try:
+        info["file"] = inspect.getsourcefile(cls)
+        info["line"] = inspect.getsourcelines(cls)[1]
+    except (TypeError, OSError):
+        pass
+    cutoff = getattr(wrapper, "cutoff", None)
+    info["cutoff"] = float(cutoff) if cutoff is not None else None
+    depth = getattr(wrapper, "num_interactions", None)
+    info["num_interactions"] = int(depth) if depth is not None else None
+    prior = getattr(wrapper, "distribution_spec", None)
+    if prior is not None and not isinstance(prior, (dict, str, os.PathLike)):
+        prior = prior.to_dict() if hasattr(prior, "to_dict") else None
+    info["distribution_spec"] = os.fspath(prior) if isinstance(prior, os.PathLike) else prior
+    kinds = getattr(wrapper, "output_kinds", None)
+    info["output_kinds"] = dict(kinds) if isinstance(kinds, Mapping) else None
+    return info
+
+
+def reference_body(job: dict[str, Any]) -> dict[str, Any]:
+    """Run the wrapper once in this process with every recorder attached (called in the child)."""
+    device = torch.device(job["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    t0 = time.perf_counter()
+    factory: FactoryRef = job["factory"]
+    wrapper = factory.load()()
+    if isinstance(wrapper, torch.nn.Module):
+        wrapper = wrapper.to(device)
+    t_factory = time.perf_counter() - t0
+    batch = Batch.from_state(job["batch"]).to(device)
+    neighbor_cutoffs: list[float] = []
+    original = batch.neighbor_list
+
+    def counting_neighbor_list(cutoff: float) -> Any:
+        neighbor_cutoffs.append(float(cutoff))
+        return original(cutoff)
+
+    batch.neighbor_list = counting_neighbor_list  # type: ignore[method-assign]
+    trace = ReferenceTrace(batch)
+    tracer = HelperTracer(job["helper_packages"], job["helper_sample_every"], batch.num_atoms, batch.num_systems)
+    layers = LayerRecorder(wrapper, batch.num_atoms, batch.num_systems)
+    t1 = time.perf_counter()
+    with tracer.installed():
+        if job["layer_diagnostic"]:
+            with layers.attached(), trace:
+                raw = wrapper(batch)
+        else:
+            with trace:
+                raw = wrapper(batch)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t_forward = time.perf_counter() - t1
+    from ..runtime.model import check_outputs
+
+    outputs = check_outputs(raw, type(wrapper).__name__)
+    return {
+        "outputs": {k: v.detach().to("cpu") for k, v in outputs.items()},
+        "counts": dict(trace.counts),
+        "autograd_derived": _autograd_derived(outputs, trace, batch),
+        "neighbor_cutoffs": neighbor_cutoffs,
+        "helpers": tracer.collect(),
+        "layers": layers.collect(),
+        "wrapper": _wrapper_info(wrapper),
+        "timings": {"factory": t_factory, "forward": t_forward},
+    }
+
+
+def _reference_entry(job: dict[str, Any]) -> None:
+    try:
+        os.setpgrp()
+    except OSError:
+        pass
+    workdir = job["workdir"]
+    fd = os.open(os.path.join(workdir, "rank0.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ["DISTCHECK_RANK"] = "reference"
+    code = 1
+    try:
+        write_phase(workdir, 0, "reference")
+        result = reference_body(job)
+        torch.save(result, os.path.join(workdir, "reference.pt"))
+        code = 0
+    except BaseException as exc:
+        with open(os.path.join(workdir, "rank0.error.json"), "w") as fh:
+            json.dump(
+                {
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "frames": traceback_frames(exc.__traceback__),
+                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                },
+                fh,
+            )
+    finally:
+        os._exit(code)
+
+
+def run_reference(
+    factory: FactoryRef,
+    batch: Batch,
+    *,
+    device: str,
+    helper_packages: Sequence[str],
+    helper_sample_every: int,
+    layer_diagnostic: bool,
+    timeout_sec: float,
+) -> dict[str, Any]:
+    """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
+    is the reference) or `RankTimeout` like a distributed run would."""
+    workdir = tempfile.mkdtemp(prefix="distcheck-ref-")
+    job = {
+        "workdir": workdir,
+        "factory": factory,
+        "batch": batch.to_state(),
+        "device": device,
+        "helper_packages": list(helper_packages),
+        "helper_sample_every": helper_sample_every,
+        "layer_diagnostic": layer_diagnostic,
+    }
+    ctx = process_context()
+    proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
+    try:
+        with main_hidden():
+            proc.start()
+        proc.join(timeout_sec)
+        if proc.exitcode is None:
+            failure = read_failure(workdir, 0, None)
+            failure.rank = -1
+            raise RankTimeout(
+                f"the reference run timed out after {timeout_sec:g} s; raise timeout_sec or use a smaller sample",
+                [failure],
+            )
+        if proc.exitcode != 0:
+            failure = read_failure(workdir, 0, proc.exitcode)
+            failure.rank = -1
+            failure.phase = "reference"
+            raise DistributedError(
+                f"the single-process reference run failed: {failure.type}: {failure.message}", [failure]
+            )
+        result: dict[str, Any] = torch.load(os.path.join(workdir, "reference.pt"), weights_only=True)
+        return result
+    finally:
+        stop_all([proc])
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
