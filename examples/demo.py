@@ -110,7 +110,8 @@ def describe(report: TraceReport) -> list[str]:
         if not attempt.passed and attempt.failing_outputs:
             detail = f" ({', '.join(attempt.failing_outputs)} out of tolerance)"
         elif attempt.error is not None:
-            detail = f" ({attempt.error.type}: {attempt.error.message.splitlines()[0] if attempt.error.message else ''})"
+            message = attempt.error.message.splitlines()[0] if attempt.error.message else ""
+            detail = f" ({attempt.error.type}: {message})"
         lines.append(f"  attempt {attempt.index} [{rule}] {status}{detail}")
     lines.append(f"  final spec: {spec_summary(report.spec)}")
     return lines

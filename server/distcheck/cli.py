@@ -93,6 +93,7 @@ _TARGET_KEYS = ("name", "factory", "sample", "spec")
 _TABLE_KEYS = ("python_path", "targets")
 _ATTR_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _DISTCHECK_DIR = os.path.dirname(os.path.abspath(__file__))
+_DEVICE = re.compile(r"auto|cpu|cuda|(cpu|cuda:\d+)(,(cpu|cuda:\d+))+|cuda:\d+")
 
 
 class ConfigError(Exception):
@@ -477,13 +478,15 @@ def _check_options(options: Mapping[str, Any]) -> None:
         ("timeout_sec", lambda v: v > 0, "> 0 seconds"),
         ("helper_sample_every", lambda v: v >= 1, "at least 1"),
         ("backend", lambda v: v in ("auto", "gloo", "nccl"), "one of auto, gloo, nccl"),
-        ("device", lambda v: v in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", v) is not None, ""),
+        ("device", lambda v: _DEVICE.fullmatch(v) is not None, ""),
     ]
     for key, ok, words in checks:
         if key in options and not ok(options[key]):
             if key == "device":
                 raise ConfigError(
-                    f"device {options[key]!r} not understood", "use auto, cpu, cuda (one rank per GPU) or cuda:N"
+                    f"device {options[key]!r} not understood",
+                    "use auto, cpu, cuda (one rank per GPU), cuda:N (every rank on GPU N) or one device per rank "
+                    "separated by commas (cuda:0,cuda:1)",
                 )
             raise ConfigError(f"{key} must be {words}, got {options[key]!r}")
 
@@ -567,10 +570,11 @@ def _fmt(x: object) -> str:
     return "-" if x is None else str(x)
 
 
-def junit_xml(report: TraceReport, suite_name: str) -> ET.ElementTree:
-    """JUnit XML for CI: one testsuite, one testcase per output of the best attempt (a `<failure>` with
-    the abs/rel differences when it is out of tolerance), a `partition` testcase failing when the
-    partition is degenerate, and a `run` testcase carrying the error when a run failed."""
+def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
+    """JUnit XML for CI (the `<testsuites>` root): one testsuite, one testcase per output of the best
+    attempt (a `<failure>` with the abs/rel differences when it is out of tolerance), a `partition`
+    testcase failing when the partition is degenerate, and a `run` testcase carrying the error when a
+    run failed."""
     best = report.best_attempt
     classname = f"distcheck.{suite_name}"
     cases: list[ET.Element] = []
@@ -643,7 +647,7 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.ElementTree:
     out = ET.SubElement(suite, "system-out")
     out.text = report.render_text(color=False)
     ET.indent(root)
-    return ET.ElementTree(root)
+    return root
 
 
 def _write_text(path: str, text: str) -> None:
@@ -742,8 +746,10 @@ def _source_of(obj: Any, reference: str) -> dict[str, Any]:
     return info
 
 
-def _resolve_device(options: dict[str, Any], printer: _Printer) -> str:
-    """`"cpu"` or a CUDA device string; `auto` becomes `cuda:0` when torch sees a GPU."""
+def _resolve_device(options: dict[str, Any], printer: _Printer) -> str | list[str]:
+    """`"cpu"`, a CUDA device string or one device per rank (from `cuda:0,cuda:1`, which also sets
+    `world_size` when it is not given); `auto` becomes `cuda:0` when torch sees a GPU, else `"cpu"`
+    (with a notice)."""
     import torch
 
     device = str(options.pop("device", "auto"))
@@ -752,6 +758,15 @@ def _resolve_device(options: dict[str, Any], printer: _Printer) -> str:
             return "cuda:0"
         printer.notice("no GPU: validating on the CPU with gloo")
         return "cpu"
+    if "," in device:
+        devices = device.split(",")
+        world_size = options.setdefault("world_size", len(devices))
+        if world_size != len(devices):
+            raise ConfigError(
+                f"--device lists {len(devices)} devices but world_size is {world_size}",
+                "give one device per rank, or leave out --world-size (the list sets it)",
+            )
+        return "cpu" if set(devices) == {"cpu"} else devices
     return device
 
 
@@ -792,7 +807,6 @@ def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> Tra
             "spec_path": target.spec,
             "config": target.config,
         }
-    report.meta.setdefault("root", target.root)
     return report
 
 
@@ -807,9 +821,9 @@ def _finish(report: TraceReport, target: Target, args: argparse.Namespace, print
             _write_text(args.json, report.to_json(indent=True))
             printer.notice(f"wrote the report to {args.json}")
         if args.junit:
-            tree = junit_xml(report, target.name or _suite_name(target.factory))
+            root = junit_xml(report, target.name or _suite_name(target.factory))
             os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
-            tree.write(args.junit, encoding="utf-8", xml_declaration=True)
+            ET.ElementTree(root).write(args.junit, encoding="utf-8", xml_declaration=True)
             printer.notice(f"wrote JUnit XML to {args.junit}")
         if args.save_spec:
             if report.verdict == "passed":
@@ -913,7 +927,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--device",
         metavar="DEV",
-        help="auto (cuda:0 when torch sees a GPU, else the CPU), cpu, cuda (one rank per GPU) or cuda:N",
+        help="auto (cuda:0 when torch sees a GPU, else the CPU), cpu, cuda (one rank per GPU), cuda:N (every rank "
+        "on GPU N) or one device per rank: cuda:0,cuda:1",
     )
     g.add_argument("--atol", type=float, metavar="X", help="absolute tolerance (default 1e-5)")
     g.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (default 1e-4)")

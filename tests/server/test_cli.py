@@ -12,6 +12,7 @@ from typing import Any
 import ase.io
 import pytest
 
+import distcheck
 from distcheck import cli
 from distcheck.report import TraceReport
 from distcheck.spec import MLIPSpec
@@ -23,8 +24,10 @@ CONFIG = EXAMPLES / "pyproject.toml"
 
 
 def _run_module(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m distcheck ARGS` in `cwd`, with no PYTHONPATH (the CLI must set up imports itself)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """`python -m distcheck ARGS` in `cwd`, with the repository root off the path (the CLI must make
+    `examples` importable itself) but distcheck importable even where it is not installed."""
+    keep = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(distcheck.__file__).parents[1]), *keep]))
     env["NO_COLOR"] = "1"
     return subprocess.run(
         [sys.executable, "-m", "distcheck", *args],
@@ -98,8 +101,7 @@ def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: 
     report = TraceReport.from_json(report_path.read_text())
     assert len(report.attempts) == 1 and report.verdict == "failed"
     report.attempts[0].partition_health["degenerate"] = ["rank 1 has no remote atoms"]
-    root = cli.junit_xml(report, "unaware").getroot()
-    partition = [c for c in root.iter("testcase") if c.get("name") == "partition"][0]
+    partition = next(c for c in cli.junit_xml(report, "unaware").iter("testcase") if c.get("name") == "partition")
     failed = partition.find("failure")
     assert failed is not None and failed.text == "rank 1 has no remote atoms"
 
@@ -195,15 +197,16 @@ def test_config_forms_options_and_search(tmp_path: Path, monkeypatch: pytest.Mon
         ('[tool.distcheck]\nfactory = "m:f"\nworld_sise = 2\n', "unknown key 'world_sise'"),
         ('[tool.distcheck]\nfactory = "m:f"\nworld_size = "two"\n', "'world_size' must be an integer"),
         ('[[tool.distcheck.targets]]\nfactory = "m:f"\n', "has no 'name'"),
-        ('[[tool.distcheck.targets]]\nname = "a"\nfactory = "m:f"\n[[tool.distcheck.targets]]\nname = "a"\n'
-         'factory = "m:g"\n', "used more than once"),
+        (
+            '[[tool.distcheck.targets]]\nname = "a"\nfactory = "m:f"\n[[tool.distcheck.targets]]\nname = "a"\n'
+            'factory = "m:g"\n',
+            "used more than once",
+        ),
         ("[tool.distcheck\n", "invalid TOML"),
         ("[tool.other]\n", "has no [tool.distcheck] table"),
     ],
 )
-def test_config_errors_exit_2(
-    tmp_path: Path, toml: str, expected: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_config_errors_exit_2(tmp_path: Path, toml: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     config = _write(tmp_path / "pyproject.toml", toml)
     assert cli.main(["validate", "a", "--config", str(config)]) == cli.EXIT_ERROR
     err = capsys.readouterr().err

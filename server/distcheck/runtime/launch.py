@@ -164,22 +164,22 @@ def resolve_backend(backend: str, devices: Sequence[str]) -> str:
 
 
 # -- the process pool ------------------------------------------------------------------------------
-_CONTEXT: Any = None
+_CONTEXTS: dict[str, Any] = {}
 
 
-def process_context() -> Any:
-    """The multiprocessing context ranks start from: a warm forkserver (torch and distcheck
-    preloaded, alive for the life of this process) where available, else spawn."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        method = os.environ.get("DISTCHECK_START_METHOD")
-        if method is None:
-            method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+def process_context(method: str | None = None) -> Any:
+    """The multiprocessing context ranks start from: by default a warm forkserver (torch and
+    distcheck preloaded, alive for the life of this process) where available, else spawn.
+    `method` (or the environment variable DISTCHECK_START_METHOD) forces one."""
+    method = method or os.environ.get("DISTCHECK_START_METHOD")
+    if method is None:
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    if method not in _CONTEXTS:
         ctx = mp.get_context(method)
         if method == "forkserver":
             ctx.set_forkserver_preload(["torch", "torch.distributed", "distcheck.runtime.launch"])
-        _CONTEXT = ctx
-    return _CONTEXT
+        _CONTEXTS[method] = ctx
+    return _CONTEXTS[method]
 
 
 @contextlib.contextmanager
@@ -324,6 +324,10 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     instrument = None
     if job.get("instrumentation"):
         instrument = load_object(job["instrumentation"])(job.get("instrumentation_options") or {})
+    write_phase(workdir, rank, "ready")
+    t_ready = time.perf_counter()
+    dist.barrier()  # so the forward's timing does not include waiting for slower peers to start
+    timings["wait_peers"] = time.perf_counter() - t_ready
     write_phase(workdir, rank, "forward")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -426,6 +430,7 @@ def run_distributed(
     instrumentation: str | None = None,
     instrumentation_options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    start_method: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> DistributedRun:
     """Run `model_factory()` on `world_size` real ranks under `spec` and consolidate the outputs.
@@ -452,7 +457,7 @@ def run_distributed(
     resolved_backend = resolve_backend(backend, devices)
     if timeout_sec <= 0:
         raise SetupError(f"timeout_sec must be positive, got {timeout_sec}")
-    ctx = process_context()
+    ctx = process_context(start_method)
     workdir = tempfile.mkdtemp(prefix="distcheck-run-")
     job = {
         "workdir": workdir,

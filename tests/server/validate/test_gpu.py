@@ -1,0 +1,42 @@
+"""GPU validation (run with `pytest -m gpu` on a machine with CUDA; skipped elsewhere)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from distcheck import SetupError, trace_and_validate
+from examples import helper_model, mpnn, pair_potential
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+@pytest.mark.parametrize("module", [pair_potential, mpnn])
+def test_examples_pass_on_one_gpu(module: object, world_size: int) -> None:
+    report = trace_and_validate(
+        module.model_factory,
+        module.sample_batch(),
+        world_size=world_size,  # type: ignore[attr-defined]
+        device="cuda:0",
+    )
+    assert report.meta["backend"] == "gloo"
+    assert report.ok or report.verdict == "inconclusive", report.next_action
+
+
+def test_helper_found_on_gpu() -> None:
+    report = trace_and_validate(
+        helper_model.model_factory,
+        helper_model.sample_batch(),
+        device="cuda:0",
+        watched_helper_packages=["examples.thirdparty.nbops"],
+    )
+    assert report.ok and report.attempts[-1].rule == "declare_helper_adapter"
+
+
+def test_nccl_on_one_gpu_fails_up_front() -> None:
+    with pytest.raises(SetupError, match="Duplicate GPU"):
+        trace_and_validate(pair_potential.model_factory, pair_potential.sample_batch(), device="cuda:0", backend="nccl")
