@@ -32,21 +32,31 @@ Validator options (config key / flag): `world_size` (--world-size), `device` (--
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import os
-import re
 import socket
 import sys
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
+from .targets import (
+    ConfigError,
+    Target,
+    check_options,
+    find_config,
+    is_path_reference,
+    load_targets,
+    read_table,
+    sample_reference,
+    select_target,
+    target_from_reference,
+)
 
 if TYPE_CHECKING:
     from .report import TraceReport
@@ -74,338 +84,7 @@ EXIT_INTERRUPTED = 130
 
 _VERDICT_EXIT = {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}
 
-# Validator options a config may set, with the Python type each must have.
-_OPTION_TYPES: dict[str, str] = {
-    "world_size": "int",
-    "device": "str",
-    "atol": "float",
-    "rtol": "float",
-    "auto_fix": "bool",
-    "max_fix_attempts": "int",
-    "backend": "str",
-    "timeout_sec": "float",
-    "watched_helper_packages": "list[str]",
-    "helper_sample_every": "int",
-    "layer_diagnostic": "bool",
-}
-_OPTION_ALIASES = {"timeout": "timeout_sec", "watch": "watched_helper_packages"}
-_TARGET_KEYS = ("name", "factory", "sample", "spec")
-_TABLE_KEYS = ("python_path", "targets")
-_ATTR_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _DISTCHECK_DIR = os.path.dirname(os.path.abspath(__file__))
-_DEVICE = re.compile(r"auto|cpu|cuda|(cpu|cuda:\d+)(,(cpu|cuda:\d+))+|cuda:\d+")
-
-
-class ConfigError(Exception):
-    """A problem with the command line, the configuration or the target; `hint` says what to do."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-
-@dataclass
-class Target:
-    """One thing to validate, with references already made absolute where they are paths.
-
-    `factory` and `sample` are as the engine and `load_object` take them (`"/abs/file.py:attr"` or
-    `"pkg.mod:attr"`); `sample` may instead be an absolute structure-file path (`sample_is_file`), or
-    None to use the factory module's `sample_batch`. `spec` is a prior spec file; `spec_required`
-    says whether a missing file is an error (given with --spec) or skipped (from the config).
-    `options` are validator options from the config. `root` is the project directory
-    (the pyproject's directory, else the current directory) and `python_path` the directories to put
-    on `sys.path`.
-    """
-
-    name: str | None
-    factory: str
-    sample: str | None = None
-    sample_is_file: bool = False
-    spec: str | None = None
-    spec_required: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
-    root: str = "."
-    python_path: list[str] = field(default_factory=list)
-    config: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The name, or the factory reference."""
-        return self.name or self.factory
-
-
-# --------------------------------------------------------------------------------------------------
-# references
-
-
-def _split_reference(text: str) -> tuple[str, str] | None:
-    """`(where, attr)` when `text` looks like `where:attr.path`, else None."""
-    where, sep, attr = text.rpartition(":")
-    if not sep or not where or not _ATTR_PATH.fullmatch(attr):
-        return None
-    return where, attr
-
-
-def _is_path(where: str) -> bool:
-    return where.endswith(".py") or "/" in where or os.sep in where
-
-
-def _absolute_reference(text: str, base: str, what: str) -> str:
-    """`text` (`file.py:attr` or `pkg.mod:attr`) with a file path made absolute against `base`."""
-    parts = _split_reference(text)
-    if parts is None:
-        raise ConfigError(
-            f"{what} {text!r} is not a reference",
-            "write it as 'path/file.py:function' or 'package.module:function'",
-        )
-    where, attr = parts
-    if _is_path(where):
-        where = os.path.normpath(os.path.join(base, os.path.expanduser(where)))
-    return f"{where}:{attr}"
-
-
-def _target_from_reference(text: str, base: str) -> Target | None:
-    """A target for a factory reference or a `.py` file given on the command line, else None."""
-    if _split_reference(text) is not None:
-        return Target(name=None, factory=_absolute_reference(text, base, "factory"), root=base)
-    if text.endswith(".py"):
-        path = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
-        if not os.path.isfile(path):
-            raise ConfigError(f"factory file {path} does not exist", "check the path of TARGET")
-        return Target(name=None, factory=f"{path}:model_factory", root=base)
-    return None
-
-
-def _sample_reference(text: str, base: str) -> tuple[str, bool]:
-    """`(reference, is_structure_file)` for a `--sample` / `sample =` value."""
-    candidate = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
-    if os.path.isfile(candidate) and not candidate.endswith(".py"):
-        return candidate, True
-    if _split_reference(text) is not None:
-        return _absolute_reference(text, base, "sample"), False
-    if text.endswith(".py"):
-        if not os.path.isfile(candidate):
-            raise ConfigError(f"sample file {candidate} does not exist", "check the path of the sample")
-        return f"{candidate}:sample_batch", False
-    raise ConfigError(
-        f"sample {text!r} is neither an existing structure file ({candidate} not found) nor a reference",
-        "give a structure file ASE can read (.xyz, .extxyz, .cif, ...), 'path/file.py:sample_batch' or "
-        "'package.module:attr'",
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# configuration
-
-
-def _toml_loads(text: str) -> dict[str, Any]:
-    for name in ("tomllib", "tomli"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-        try:
-            data: dict[str, Any] = module.loads(text)
-        except module.TOMLDecodeError as exc:
-            raise ConfigError(f"invalid TOML: {exc}", "fix the syntax of the file") from exc
-        return data
-    raise ConfigError(
-        "reading pyproject.toml needs Python 3.11+ (tomllib) or the tomli package",
-        "pip install tomli, or name the factory directly: distcheck validate path/file.py:model_factory",
-    )
-
-
-def _read_toml(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path given to --config") from exc
-    try:
-        return _toml_loads(text)
-    except ConfigError as err:
-        raise ConfigError(f"{path}: {err.message}", err.hint) from err
-
-
-def _distcheck_table(data: Mapping[str, Any]) -> Any:
-    tool = data.get("tool")
-    return tool.get("distcheck") if isinstance(tool, Mapping) else None
-
-
-def find_config(start: str | None = None) -> str | None:
-    """The nearest `pyproject.toml` with a `[tool.distcheck]` table, from `start` (default: the current
-    directory) upwards, or None."""
-    directory = os.path.abspath(start or os.getcwd())
-    while True:
-        path = os.path.join(directory, "pyproject.toml")
-        if os.path.isfile(path) and _distcheck_table(_read_toml(path)) is not None:
-            return path
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None
-        directory = parent
-
-
-def _check_type(value: Any, kind: str) -> bool:
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "str":
-        return isinstance(value, str)
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-_KIND_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true or false",
-    "str": "a string",
-    "list[str]": "a list of strings",
-}
-
-
-def _options(table: Mapping[str, Any], where: str, allowed_extra: Sequence[str]) -> dict[str, Any]:
-    """The validator options in `table`, type-checked; any key that is neither an option nor in
-    `allowed_extra` is an error."""
-    out: dict[str, Any] = {}
-    for raw_key, value in table.items():
-        key = raw_key.replace("-", "_")
-        key = _OPTION_ALIASES.get(key, key)
-        if key in allowed_extra:
-            continue
-        kind = _OPTION_TYPES.get(key)
-        if kind is None:
-            allowed = ", ".join(sorted({*allowed_extra, *_OPTION_TYPES}))
-            raise ConfigError(f"{where}: unknown key {raw_key!r}", f"allowed keys there: {allowed}")
-        if not _check_type(value, kind):
-            raise ConfigError(f"{where}: {raw_key!r} must be {_KIND_WORDS[kind]}, got {value!r}")
-        out[key] = float(value) if kind == "float" else value
-    return out
-
-
-def _string(table: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = table.get(key)
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigError(f"{where}: {key!r} must be a non-empty string, got {value!r}")
-    return value
-
-
-@dataclass
-class _Table:
-    """The `[tool.distcheck]` table of one pyproject: where it is, `python_path` resolved, the table-level
-    validator options (defaults for every target) and the raw target entries with their labels."""
-
-    config: str
-    root: str
-    python_path: list[str]
-    defaults: dict[str, Any]
-    entries: list[tuple[Mapping[str, Any], str]]
-    single: bool
-
-
-def _read_table(config: str) -> _Table:
-    config = os.path.abspath(config)
-    root = os.path.dirname(config)
-    table = _distcheck_table(_read_toml(config))
-    if table is None:
-        raise ConfigError(f"{config} has no [tool.distcheck] table", "add one (see `distcheck validate --help`)")
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{config}: tool.distcheck must be a table")
-    where = f"{config}: [tool.distcheck]"
-    python_path = table.get("python_path", [])
-    if isinstance(python_path, str):
-        python_path = [python_path]
-    if not _check_type(python_path, "list[str]"):
-        raise ConfigError(f"{where}: 'python_path' must be a list of directories, got {python_path!r}")
-    dirs = [os.path.normpath(os.path.join(root, os.path.expanduser(p))) for p in python_path]
-    entries = table.get("targets")
-    if entries is None:
-        defaults = _options(table, where, (*_TABLE_KEYS, *_TARGET_KEYS))
-        body = {k: v for k, v in table.items() if k != "python_path"}
-        return _Table(config, root, dirs, defaults, [(body, where)] if "factory" in table else [], single=True)
-    if "factory" in table:
-        raise ConfigError(
-            f"{where} has both 'factory' and [[tool.distcheck.targets]]",
-            "use one form: move the factory into a [[tool.distcheck.targets]] entry",
-        )
-    for key in ("name", "sample", "spec"):
-        if key in table:
-            raise ConfigError(f"{where}: {key!r} belongs in each [[tool.distcheck.targets]] entry")
-    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
-        raise ConfigError(f"{where}: 'targets' must be an array of tables ([[tool.distcheck.targets]])")
-    defaults = _options(table, where, _TABLE_KEYS)
-    labelled = [(e, f"{config}: [[tool.distcheck.targets]] #{i + 1}") for i, e in enumerate(entries)]
-    return _Table(config, root, dirs, defaults, labelled, single=False)
-
-
-def load_targets(config: str) -> list[Target]:
-    """Every target in the `[tool.distcheck]` table of `config`, paths resolved against its directory.
-
-    Raises `ConfigError` for a missing table or target, unknown keys, wrong types, duplicate names or a
-    target without a factory.
-    """
-    table = _read_table(config)
-    if not table.entries:
-        raise ConfigError(
-            f"{table.config}: [tool.distcheck] defines no target",
-            "add factory = 'path/file.py:model_factory' (and sample = ...) to it, or "
-            "[[tool.distcheck.targets]] entries with a name each",
-        )
-    targets: list[Target] = []
-    for entry, where in table.entries:
-        name = _string(entry, "name", where)
-        if name is None and not table.single:
-            raise ConfigError(f"{where} has no 'name'", "give every target a name = '...'")
-        if name is not None:
-            where = f"{table.config}: target {name!r}"
-        options = {**table.defaults, **_options(entry, where, _TARGET_KEYS)}
-        factory = _string(entry, "factory", where)
-        if factory is None:
-            raise ConfigError(f"{where} has no 'factory'", "add factory = 'path/file.py:model_factory'")
-        target = Target(
-            name=name or "default",
-            factory=_absolute_reference(factory, table.root, f"{where}: factory"),
-            options=options,
-            root=table.root,
-            python_path=list(table.python_path),
-            config=table.config,
-        )
-        sample = _string(entry, "sample", where)
-        if sample is not None:
-            try:
-                target.sample, target.sample_is_file = _sample_reference(sample, table.root)
-            except ConfigError as err:
-                raise ConfigError(f"{where}: {err.message}", err.hint) from err
-        spec = _string(entry, "spec", where)
-        if spec is not None:
-            target.spec = os.path.normpath(os.path.join(table.root, os.path.expanduser(spec)))
-        targets.append(target)
-    names = [t.name for t in targets]
-    for n in names:
-        if names.count(n) > 1:
-            raise ConfigError(
-                f"{table.config}: target name {n!r} is used more than once", "give every target its own name"
-            )
-    return targets
-
-
-def _select_target(targets: Sequence[Target], name: str | None, config: str) -> Target:
-    names = ", ".join(str(t.name) for t in targets)
-    if name is None:
-        if len(targets) == 1:
-            return targets[0]
-        raise ConfigError(f"{config} defines several targets ({names})", "name one: distcheck validate NAME")
-    for t in targets:
-        if t.name == name:
-            return t
-    raise ConfigError(
-        f"no target named {name!r} in {config} (targets: {names})",
-        "use one of those names, or give a factory reference such as 'path/file.py:model_factory'",
-    )
 
 
 def _resolve_target(args: argparse.Namespace) -> Target:
@@ -416,10 +95,10 @@ def _resolve_target(args: argparse.Namespace) -> Target:
         raise ConfigError(f"config file {config} does not exist", "check the path given to --config")
     target: Target | None = None
     if args.target is not None:
-        target = _target_from_reference(args.target, cwd)
+        target = target_from_reference(args.target, cwd)
     if target is not None:
         if config is not None:  # a direct reference still takes the config's python_path and defaults
-            table = _read_table(config)
+            table = read_table(config)
             target.python_path = list(table.python_path)
             target.options = dict(table.defaults)
             target.config = table.config
@@ -436,10 +115,10 @@ def _resolve_target(args: argparse.Namespace) -> Target:
                 "give a factory reference such as 'path/file.py:model_factory' or 'package.module:model_factory', "
                 "or point --config at a pyproject.toml that defines targets",
             )
-        target = _select_target(load_targets(config), args.target, config)
+        target = select_target(load_targets(config), args.target, config)
         target.python_path.append(target.root)
     if args.sample is not None:
-        target.sample, target.sample_is_file = _sample_reference(args.sample, cwd)
+        target.sample, target.sample_is_file = sample_reference(args.sample, cwd)
     if args.spec is not None:
         target.spec = os.path.abspath(os.path.expanduser(args.spec))
         target.spec_required = True
@@ -467,28 +146,6 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     elif args.watch:
         out["watched_helper_packages"] = [p.strip() for item in args.watch for p in item.split(",") if p.strip()]
     return out
-
-
-def _check_options(options: Mapping[str, Any]) -> None:
-    checks: list[tuple[str, Callable[[Any], bool], str]] = [
-        ("world_size", lambda v: v >= 1, "at least 1"),
-        ("atol", lambda v: v >= 0, ">= 0"),
-        ("rtol", lambda v: v >= 0, ">= 0"),
-        ("max_fix_attempts", lambda v: v >= 0, ">= 0"),
-        ("timeout_sec", lambda v: v > 0, "> 0 seconds"),
-        ("helper_sample_every", lambda v: v >= 1, "at least 1"),
-        ("backend", lambda v: v in ("auto", "gloo", "nccl"), "one of auto, gloo, nccl"),
-        ("device", lambda v: _DEVICE.fullmatch(v) is not None, ""),
-    ]
-    for key, ok, words in checks:
-        if key in options and not ok(options[key]):
-            if key == "device":
-                raise ConfigError(
-                    f"device {options[key]!r} not understood",
-                    "use auto, cpu, cuda (one rank per GPU), cuda:N (every rank on GPU N) or one device per rank "
-                    "separated by commas (cuda:0,cuda:1)",
-                )
-            raise ConfigError(f"{key} must be {words}, got {options[key]!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -838,7 +495,7 @@ def _finish(report: TraceReport, target: Target, args: argparse.Namespace, print
 
 def _suite_name(reference: str) -> str:
     where, _, attr = reference.rpartition(":")
-    stem = os.path.splitext(os.path.basename(where))[0] if _is_path(where) else where
+    stem = os.path.splitext(os.path.basename(where))[0] if is_path_reference(where) else where
     return f"{stem}.{attr}"
 
 
@@ -873,7 +530,7 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     printer = _Printer(err, args.quiet)
     target = _resolve_target(args)
     options = {**target.options, **_cli_options(args)}
-    _check_options(options)
+    check_options(options)
     state = _push_python_path(target.python_path)
     try:
         report = _validate(target, options, printer)

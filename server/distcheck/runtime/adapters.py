@@ -2,7 +2,8 @@
 
 `kind: "python"` swaps in a named replacement (`"module:function"`). `kind: "reduction"` is the
 generic adapter for per-system reductions: the halo rows of the atom argument are zeroed, the
-original helper is called, and the result is all-reduced differentiably (identity backward).
+original helper is called, and the result is all-reduced differentiably (exact adjoint: its
+backward sums the gradients over ranks).
 
 The helper is patched in its home module and in every loaded module that imported it by name
 (`from pkg.ops import mol_sum`), and restored on exit even when the forward raises.

@@ -3,6 +3,7 @@ diff, auto-fix and diagnostics, returned as a `TraceReport`."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import time
@@ -117,6 +118,13 @@ def validate_on_cpu(
         progress=progress,
         spec=spec,
     )
+
+
+def _findable(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
@@ -287,7 +295,9 @@ def _validate(
     if spec is not None:
         MLIPSpec.coerce(spec)  # a broken prior is a setup error, raised before anything starts
     prior = spec
-    watched = list(DEFAULT_WATCHED_HELPERS if watched_helper_packages is None else watched_helper_packages)
+    requested = list(DEFAULT_WATCHED_HELPERS if watched_helper_packages is None else watched_helper_packages)
+    # Only packages that exist travel to the ranks: a failed import in every rank costs more than the trace.
+    watched = [p for p in requested if _findable(p)]
     opts = {"atol": atol, "rtol": rtol, "layer_diagnostic": layer_diagnostic}
     meta: dict[str, Any] = {
         "world_size": world_size,
@@ -329,7 +339,9 @@ def _validate(
         report.next_action = next_action(report)
         return report
     t_reference = time.perf_counter() - t0
-    meta["skipped_helper_packages"] = reference["helpers"].get("skipped", [])
+    meta["skipped_helper_packages"] = [p for p in requested if p not in watched] + list(
+        reference["helpers"].get("skipped", [])
+    )
     meta["wrapper"] = reference["wrapper"]
     _emit(progress, "reference_finished", seconds=t_reference)
     current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)

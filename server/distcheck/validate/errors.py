@@ -147,7 +147,8 @@ def _under(path: str, dirs: tuple[str, ...]) -> bool:
 
 def _where(f: _Failure) -> str:
     """`" during the forward on rank 1"` with a leading space (either part may be missing), or `""`."""
-    parts = [p for p in (phase_context(f.phase), f"on rank {f.rank}" if f.rank is not None else "") if p]
+    who = "" if f.rank is None else ("in the reference run" if f.rank < 0 else f"on rank {f.rank}")
+    parts = [p for p in (phase_context(f.phase), who) if p]
     return "".join(" " + p for p in parts)
 
 

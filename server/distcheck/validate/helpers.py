@@ -119,21 +119,25 @@ class HelperTracer:
         modules, self.skipped = import_watched(self.packages)
         patched: list[tuple[Any, str, Any]] = []
         try:
+            wanted: dict[int, tuple[Any, Callable[..., Any]]] = {}
             for module in modules:
                 for attr, fn in list(vars(module).items()):
                     if attr.startswith("_") or not callable(fn) or inspect.isclass(fn):
                         continue
                     if getattr(fn, "__module__", None) != module.__name__:
                         continue  # re-exported from elsewhere (e.g. torch functions)
-                    traced = self._wrap(f"{module.__name__}.{attr}", fn)
-                    for holder in list(sys.modules.values()):
-                        namespace = getattr(holder, "__dict__", None)
-                        if not isinstance(namespace, dict):
-                            continue
-                        for name, value in list(namespace.items()):
-                            if value is fn:
-                                patched.append((holder, name, fn))
-                                setattr(holder, name, traced)
+                    wanted[id(fn)] = (fn, self._wrap(f"{module.__name__}.{attr}", fn))
+            if wanted:
+                # One pass over every loaded module: the helper is replaced wherever it was imported by name.
+                for holder in list(sys.modules.values()):
+                    namespace = getattr(holder, "__dict__", None)
+                    if not isinstance(namespace, dict):
+                        continue
+                    for name, value in list(namespace.items()):
+                        hit = wanted.get(id(value))
+                        if hit is not None and hit[0] is value:
+                            patched.append((holder, name, value))
+                            setattr(holder, name, hit[1])
             yield self
         finally:
             for holder, name, fn in reversed(patched):
