@@ -20,8 +20,8 @@ through `run_distributed` is the like-for-like control (same process start, hand
 collectives). Two more measurements separate those costs from the steady state:
 
 (c) warm rank forward: long-lived gloo ranks built from the same public pieces `run_distributed`
-    uses (`build_rank_context`, `DistributedModel`) call the wrapper `--repeats`+1 times; the first
-    call and the median of the rest are reported per rank;
+    uses (`build_rank_context`, `DistributedModel`) call the wrapper `--repeats`+1 times; per rank
+    the first call and the median of the rest, summarised as median and max over ranks;
 (d) the lazy imports a rank's first forward triggers (`torch._dynamo`, pulled in by the dispatch
     observer, and `torch.fx.experimental.symbolic_shapes`, pulled in by `torch.autograd.grad` with
     explicit `grad_outputs`), timed in a fresh interpreter that has already imported torch.
@@ -31,6 +31,10 @@ A rank also computes over its halo rows, so its time is for more rows than it ow
 Prints figures only; it asserts nothing about time. Run from the repository root:
 
     .venv/bin/python bench/runtime_overhead.py [--atoms 2000] [--repeats 3] [--world-sizes 1,2,4]
+                                               [--single-repeats 7] [--preload-lazy-imports]
+
+`--preload-lazy-imports` adds those two modules to the forkserver's preload list first (an
+experiment showing what they cost each run); results are in `bench/RESULTS.md`.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-from distcheck import MLIPSpec, run_distributed  # noqa: E402
+from distcheck import Batch, MLIPSpec, run_distributed  # noqa: E402
 from distcheck.runtime import (  # noqa: E402
     DistributedModel,
     DistributedRun,
@@ -70,8 +74,8 @@ FORKSERVER_PRELOAD = ("torch", "torch.distributed", "distcheck.runtime.launch") 
 LAZY_IMPORTS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes")
 
 
-def build_sample(atoms: int) -> Any:
-    """A periodic 13 x 13 x (2.6 * nz) Å box with 25 * nz atoms, nz = round(atoms / 25)."""
+def build_sample(atoms: int) -> tuple[Batch, tuple[int, int, int]]:
+    """A periodic 13 x 13 x (2.6 * nz) Å box with 25 * nz atoms, nz = round(atoms / 25), and its n_cells."""
     nz = max(4, round(atoms / (CROSS_SECTION[0] * CROSS_SECTION[1])))
     return make_batch([periodic_slab_system((*CROSS_SECTION, nz), seed=7)]), (*CROSS_SECTION, nz)
 
@@ -158,6 +162,20 @@ def lazy_import_seconds(module: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _revision() -> str:
+    """`git describe`-like provenance: the commit and whether the working tree had changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown revision (not a git checkout)"
+    return f"commit {head}" + (" with uncommitted changes in tracked files" if dirty else "")
+
+
 def _load() -> str:
     try:
         return " / ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -193,6 +211,8 @@ def summarise(runs: list[DistributedRun]) -> dict[str, Any]:
                 "collectives": median([x.timings["collectives"] for x in recs]),
                 "rendezvous": median([x.timings["rendezvous"] for x in recs]),
                 "factory": median([x.timings["factory"] for x in recs]),
+                # Present once run_distributed holds ranks at a barrier before the forward.
+                "wait_peers": median([x.timings.get("wait_peers", float("nan")) for x in recs]),
                 "handlers": dict(sorted(recs[0].handler_counts.items())),
             }
         )
@@ -248,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}, torch {torch.__version__}, {os.cpu_count()} CPU cores, "
         f"cuda available: {torch.cuda.is_available()}, torch threads in this process: {torch.get_num_threads()}"
     )
+    print(f"distcheck at {_revision()}")
     print(f"load average at start (1/5/15 min): {_load()} — other work on the machine skews every figure below")
     print(
         f"sample: periodic_slab_system(n_cells={n_cells}) -> {batch.num_atoms} atoms, "
@@ -317,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     print("per rank (medians over runs): rows = owned + halo; collectives include waiting for peers")
     print(
         f"{'W':>2} {'rank':>4} {'owned':>6} {'halo':>5} {'remote':>6} {'rows/owned':>10} {'fwd (s)':>8} "
-        f"{'coll (s)':>8} {'rendezvous (s)':>14} {'factory (s)':>11}"
+        f"{'coll (s)':>8} {'rendezvous (s)':>14} {'factory (s)':>11} {'wait peers (s)':>14}"
     )
     for s in results:
         for p in s["per_rank"]:
@@ -325,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{s['world_size']:>2} {p['rank']:>4} {p['owned']:>6} {p['halo']:>5} {p['remote']:>6} "
                 f"{ratio:>10.3f} {p['forward']:>8.3f} {p['collectives']:>8.3f} {p['rendezvous']:>14.3f} "
-                f"{p['factory']:>11.3f}"
+                f"{p['factory']:>11.3f} {p['wait_peers']:>14.3f}"
             )
     print()
     calls = args.repeats + 1
