@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats, --single-repeats and every world size must be >= 1")
 
     torch.set_num_threads(1)
-    preload_note = "default forkserver preload (torch, torch.distributed, distcheck.runtime.launch)"
+    preload_note = "default forkserver preload (see distcheck.runtime.launch.process_context)"
     if args.preload_lazy_imports:
         pool = launch.process_context()
         if hasattr(pool, "set_forkserver_preload"):

@@ -33,6 +33,7 @@ class RankFailure:
     traceback: str = ""
     exitcode: int | None = None
     log_tail: str = ""
+    peak_memory_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -280,6 +280,7 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
             "message": str(exc),
             "frames": traceback_frames(exc.__traceback__),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            "peak_memory_bytes": _peak_memory(job, rank),
         }
         with open(os.path.join(workdir, f"rank{rank}.error.json"), "w") as fh:
             json.dump(record, fh)
@@ -289,6 +290,17 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)  # never hang in interpreter teardown or a half-dead process group
+
+
+def _peak_memory(job: dict[str, Any], rank: int) -> int | None:
+    """Peak GPU memory of this rank's device, for an out-of-memory report (None on the CPU)."""
+    device = str(job["devices"][rank])
+    if not device.startswith("cuda") or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return None
+    try:
+        return int(torch.cuda.max_memory_allocated(torch.device(device)))
+    except Exception:
+        return None
 
 
 def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
@@ -405,6 +417,7 @@ def read_failure(workdir: str, rank: int, exitcode: int | None) -> RankFailure:
             traceback=rec["traceback"],
             exitcode=exitcode,
             log_tail=log_tail,
+            peak_memory_bytes=rec.get("peak_memory_bytes"),
         )
     if exitcode is not None and exitcode < 0:
         try:

@@ -132,7 +132,8 @@ def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
         progress(event, info)
 
 
-def _worker_error(err: DistributedError, memory_by_rank: Mapping[int, int] | None = None) -> WorkerError:
+def _worker_error(err: DistributedError) -> WorkerError:
+    memory_by_rank = {f.rank: f.peak_memory_bytes for f in err.failures if f.peak_memory_bytes is not None}
     first = err.primary
     if first is None:
         return WorkerError(
