@@ -461,7 +461,12 @@ def read_table(config: str, text: str | None = None) -> Table:
         )
     head = index.table(_TABLE_HEADER) or index.table("tool") or 1
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{config}: tool.distcheck must be a table", config=config, line=head)
+        raise ConfigError(
+            f"{config}: tool.distcheck must be a table",
+            "write it as a [tool.distcheck] table (see `distcheck validate --help`)",
+            config=config,
+            line=head,
+        )
 
     def top_line(key: str) -> int | None:
         return index.key(_TABLE_HEADER, 0, key) or head

@@ -1,0 +1,224 @@
+"""Quick fixes → `WorkspaceEdit`s on the spec JSON that keep its formatting and key order.
+
+A fix is computed from the spec document's current text — the open editor buffer when there is one,
+so unsaved changes are kept, else the file on disk — and returned as minimal `TextEdit`s in a
+`TextDocumentEdit` whose `OptionalVersionedTextDocumentIdentifier` carries the buffer's version
+(null for a file that is not open), so a client refuses the edit if the buffer changed in between.
+When the spec file does not exist yet, the edit creates it (`CreateFile`) and fills it with the
+spec, 2-space indented as `MLIPSpec.to_json` writes it.
+
+`new_spec_text(kind, data, current)` is the pure part: the spec text after the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lsprotocol import types
+
+from ..spec import MLIPSpec, SpecError, validate_json
+from . import jsontext
+from .diagnostics import describe_change, spec_changes
+from .text import LineIndex
+
+__all__ = [
+    "FIXABLE",
+    "ActionError",
+    "action_title",
+    "apply_changes",
+    "new_spec_text",
+    "workspace_edit",
+]
+
+FIXABLE = ("spec-fix", "failing-output", "undeclared-helper", "spec-missing", "save-spec")
+"""Diagnostic codes (and the `save-spec` source action) that have a quick fix when their data allows."""
+
+
+class ActionError(ValueError):
+    """A fix that cannot be made; the message says what to do instead."""
+
+
+def _pretty(spec: Mapping[str, Any]) -> str:
+    try:
+        return MLIPSpec.coerce(dict(spec)).to_json()
+    except (SpecError, TypeError, ValueError):
+        return json.dumps(spec, indent=2, ensure_ascii=False) + "\n"
+
+
+def apply_changes(text: str, changes: Sequence[Mapping[str, Any]]) -> str:
+    """`text` with each change of `diagnostics.spec_changes` applied by the JSON-text editor."""
+    out = text
+    for change in changes:
+        path = list(change.get("path") or [])
+        op = change.get("op")
+        if op == "append":
+            node = jsontext.find(jsontext.parse(out), path)
+            if node is not None and node.kind == "array":
+                present = [json.loads(out[item.start : item.end]) for item in node.items]
+                if change.get("value") in present:
+                    continue
+            out = jsontext.append_item(out, path, change.get("value"))
+        elif op == "remove":
+            out = jsontext.remove_item(out, path, change.get("value"))
+        elif op == "delete":
+            out = jsontext.remove_member(out, path)
+        else:
+            out = jsontext.set_value(out, path, change.get("value"))
+    return out
+
+
+def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
+    remedy = data.get("remedy")
+    if not isinstance(remedy, Mapping):
+        raise ActionError(
+            "distcheck has no ready adapter entry for this helper; declare it by hand in "
+            'distribution.third_party_helpers ({"kind": "python", ..., "replacement": "module:function"})'
+        )
+    if current is None:
+        base = data.get("baseSpec")
+        spec: dict[str, Any] = dict(base) if isinstance(base, Mapping) else {"format": "distcheck-spec", "version": 1}
+        distribution = dict(spec.get("distribution") or {})
+        helpers = [h for h in distribution.get("third_party_helpers") or [] if h != remedy]
+        distribution["third_party_helpers"] = [*helpers, dict(remedy)]
+        spec["distribution"] = distribution
+        return _pretty(spec)
+    path = ["distribution", "third_party_helpers"]
+    tree = jsontext.parse(current)
+    node = jsontext.find(tree, path)
+    if node is not None and node.kind == "array":
+        for index, item in enumerate(node.items):
+            value = json.loads(current[item.start : item.end])
+            same = (
+                isinstance(value, Mapping)
+                and value.get("module_path") == remedy.get("module_path")
+                and value.get("attr_name") == remedy.get("attr_name")
+            )
+            if same:
+                return jsontext.set_value(current, [*path, index], dict(remedy))
+    return jsontext.append_item(current, path, dict(remedy))
+
+
+def _full_spec_text(current: str | None, spec: Any) -> str:
+    if not isinstance(spec, Mapping):
+        raise ActionError("there is no validated spec to save; run Distcheck: Validate first")
+    if current is None:
+        return _pretty(spec)
+    try:
+        old = json.loads(current)
+    except ValueError:
+        return _pretty(spec)
+    if not isinstance(old, Mapping):
+        return _pretty(spec)
+    return apply_changes(current, spec_changes(old, spec))
+
+
+def new_spec_text(code: str, data: Mapping[str, Any], current: str | None) -> str:
+    """The spec document's text after the fix for a diagnostic `code` with `data` (`current` is its text
+    now, None when the file does not exist). Raises `ActionError` when the fix cannot be made."""
+    try:
+        if code in ("spec-fix", "failing-output"):
+            changes = data.get("edits")
+            if current is None:
+                return _full_spec_text(None, data.get("spec"))
+            if not isinstance(changes, list) or not changes:
+                raise ActionError("this diagnostic carries no spec change; run Distcheck: Validate again")
+            return apply_changes(current, changes)
+        if code == "undeclared-helper":
+            return _helper_text(current, data)
+        if code in ("spec-missing", "save-spec"):
+            return _full_spec_text(current, data.get("spec"))
+    except jsontext.JsonEditError as err:
+        raise ActionError(
+            f"cannot edit the spec file: {err}; fix its JSON (see the spec-invalid diagnostics) and try again"
+        ) from err
+    raise ActionError(f"no quick fix for {code!r}")
+
+
+def action_title(code: str, data: Mapping[str, Any], spec_name: str, exists: bool) -> str | None:
+    """The quick-fix title for a diagnostic, or None when it has no fix."""
+    if code in ("spec-fix", "failing-output"):
+        changes = data.get("edits")
+        if not isinstance(changes, list) or not changes:
+            return None
+        rule = data.get("rule") or "auto-fix"
+        if not exists:
+            return f"Write the working spec found by auto-fix '{rule}' to {spec_name}"
+        edit = data.get("edit") if code == "spec-fix" else None
+        first = edit if isinstance(edit, Mapping) else changes[0]
+        more = len(changes) - 1
+        return f"Apply auto-fix '{rule}': {describe_change(first)}" + (f" (and {more} more)" if more > 0 else "")
+    if code == "undeclared-helper":
+        if not isinstance(data.get("remedy"), Mapping):
+            return None
+        return f"Declare {data.get('qualname')} as a reduction adapter in {spec_name}"
+    if code == "spec-missing":
+        return f"Save the validated spec to {spec_name}"
+    if code == "save-spec":
+        return f"Save validated spec ({data.get('target')}) to {spec_name}"
+    return None
+
+
+def workspace_edit(
+    uri: str,
+    current: str | None,
+    version: int | None,
+    new_text: str,
+    *,
+    encoding: str = "utf-16",
+    document_changes: bool = True,
+    check_spec: bool = True,
+) -> types.WorkspaceEdit:
+    """The `WorkspaceEdit` that turns the document `uri` (text `current`, open at `version`; None when
+    the file does not exist) into `new_text`, creating the file when it is missing.
+
+    With `check_spec`, an edit that would make a valid spec invalid raises `ActionError` instead.
+    """
+    if check_spec:
+        errors = validate_json(new_text)
+        if errors and (current is None or not validate_json(current)):
+            raise ActionError(
+                f"the fix would leave the spec invalid ({errors[0]}); edit the spec by hand or run Distcheck: "
+                "Validate again"
+            )
+    if current is None:
+        insert = types.TextEdit(
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+            new_text=new_text,
+        )
+        if not document_changes:
+            return types.WorkspaceEdit(changes={uri: [insert]})
+        return types.WorkspaceEdit(
+            document_changes=[
+                types.CreateFile(uri=uri, options=types.CreateFileOptions(overwrite=False, ignore_if_exists=True)),
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=None),
+                    edits=[insert],
+                ),
+            ]
+        )
+    index = LineIndex(current, encoding)
+    plain: list[types.TextEdit] = []
+    for e in jsontext.minimal_edits(current, new_text):
+        span = index.span(e.start, e.end)
+        plain.append(
+            types.TextEdit(
+                range=types.Range(
+                    start=types.Position(line=span.start_line, character=span.start_char),
+                    end=types.Position(line=span.end_line, character=span.end_char),
+                ),
+                new_text=e.new_text,
+            )
+        )
+    if not document_changes:
+        return types.WorkspaceEdit(changes={uri: plain})
+    edits: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = list(plain)
+    return types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=edits,
+            )
+        ]
+    )

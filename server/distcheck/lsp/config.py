@@ -1,0 +1,336 @@
+"""Targets and settings for the daemon: `[tool.distcheck]` (via `distcheck.targets`), open files, and
+the client's `distcheck.*` settings.
+
+A workspace's targets come from the `pyproject.toml` at its root (or the nearest one above it with a
+`[tool.distcheck]` table); without one, a Python file that defines `model_factory` and `sample_batch`
+at module scope is a target of its own, named by its workspace-relative path. A broken config gives
+one `ConfigProblem` (file, line, message, hint) instead of targets. Option precedence: validator
+defaults < client settings < target table < command overrides.
+
+Every target has a spec path: the configured `spec = ...`, else `<name>.distspec.json` next to the
+pyproject (or `<file stem>.distspec.json` next to a file target). Quick fixes write there, and a
+validation uses the file as its prior spec when it exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..targets import (
+    OPTION_ALIASES,
+    OPTION_TYPES,
+    ConfigError,
+    TomlIndex,
+    check_options,
+    check_type,
+    is_path_reference,
+    load_targets,
+    read_table,
+    split_reference,
+)
+from . import locate
+
+__all__ = [
+    "SETTING_KEYS",
+    "ConfigProblem",
+    "Settings",
+    "TargetInfo",
+    "WorkspaceTargets",
+    "convert_options",
+    "default_spec_path",
+    "file_target",
+    "find_workspace_config",
+    "load_workspace_targets",
+    "read_settings",
+]
+
+SETTING_KEYS: dict[str, str] = {
+    "worldSize": "world_size",
+    "device": "device",
+    "atol": "atol",
+    "rtol": "rtol",
+    "backend": "backend",
+    "timeoutSec": "timeout_sec",
+    "autoFix": "auto_fix",
+    "maxFixAttempts": "max_fix_attempts",
+    "watchedHelperPackages": "watched_helper_packages",
+    "helperSampleEvery": "helper_sample_every",
+    "layerDiagnostic": "layer_diagnostic",
+}
+"""Client setting (camelCase, under `distcheck.`) → validator option."""
+
+TRACE_LEVELS = ("off", "messages", "verbose")
+_KIND_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "list[str]": "a list of strings",
+}
+
+TextOf = Callable[[str], "str | None"]
+"""The text of a file: an open editor buffer when there is one, else the disk; None when missing."""
+
+
+def read_disk(path: str) -> str | None:
+    """The file's text, or None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@dataclass
+class Settings:
+    """The client's `distcheck` settings: validator `options`, the log level (`trace`: off, messages,
+    verbose) and the settings that were ignored, each with why."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    trace: str = "messages"
+    problems: list[str] = field(default_factory=list)
+
+
+def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], list[str]]:
+    """Validator options from camelCase (or snake_case) keys; unknown keys and bad values are left
+    out and described in the second list (each naming the key as `prefix + key`)."""
+    options: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        if key in ("trace", "server", "pythonPath", "interpreter") or value is None:
+            continue
+        name = SETTING_KEYS.get(key) or OPTION_ALIASES.get(key, key)
+        kind = OPTION_TYPES.get(name)
+        if kind is None:
+            problems.append(f"{prefix}{key} is not a distcheck option (known: {', '.join(SETTING_KEYS)})")
+            continue
+        if not check_type(value, kind):
+            problems.append(f"{prefix}{key} must be {_KIND_WORDS[kind]}, got {value!r}; fix it or remove it")
+            continue
+        candidate = float(value) if kind == "float" else value
+        try:
+            check_options({name: candidate})
+        except ConfigError as err:
+            problems.append(f"{prefix}{key}: {err.message}" + (f"; {err.hint}" if err.hint else ""))
+            continue
+        options[name] = candidate
+    return options, problems
+
+
+def read_settings(raw: Any) -> Settings:
+    """`Settings` from the `distcheck` section returned by `workspace/configuration` (any shape)."""
+    settings = Settings()
+    if not isinstance(raw, Mapping):
+        return settings
+    trace = raw.get("trace")
+    level = trace.get("server") if isinstance(trace, Mapping) else raw.get("trace.server")
+    if isinstance(level, str) and level in TRACE_LEVELS:
+        settings.trace = level
+    elif level is not None:
+        settings.problems.append(f"setting distcheck.trace.server must be one of {', '.join(TRACE_LEVELS)}")
+    flat = {k: v for k, v in raw.items() if k not in ("trace", "trace.server")}
+    settings.options, problems = convert_options(flat, "setting distcheck.")
+    settings.problems.extend(problems)
+    return settings
+
+
+@dataclass
+class ConfigProblem:
+    """A broken `[tool.distcheck]`: the pyproject, the 1-based line (and column), message and hint."""
+
+    path: str
+    line: int
+    column: int | None
+    message: str
+    hint: str
+
+
+@dataclass
+class TargetInfo:
+    """A target as the daemon sees it (see `distcheck.targets.Target` for the reference forms).
+
+    `factory_file` is the factory's source file when it can be found without importing anything.
+    `spec_path` is the configured spec or the default one (`spec_configured` says which). `line` is
+    the 1-based line of its table in the pyproject (`source == "pyproject"`) or of the factory's
+    `def` (`source == "file"`), in `defined_in`.
+    """
+
+    name: str
+    source: str
+    factory: str
+    factory_file: str | None
+    sample: str | None
+    sample_is_file: bool
+    spec_path: str
+    spec_configured: bool
+    options: dict[str, Any]
+    python_path: list[str]
+    root: str
+    config: str | None
+    defined_in: str
+    line: int | None
+
+    @property
+    def search_dirs(self) -> list[str]:
+        """Where its modules are imported from: `python_path`, then the project directory."""
+        return list(dict.fromkeys([*self.python_path, self.root]))
+
+    def runner_params(self, options: Mapping[str, Any], spec: Any) -> dict[str, Any]:
+        """The `params` of the runner's `validate` request (see docs/protocol.md)."""
+        return {
+            "name": self.name,
+            "factory": self.factory,
+            "sample": self.sample,
+            "sample_is_file": self.sample_is_file,
+            "spec": spec,
+            "spec_path": self.spec_path,
+            "options": dict(options),
+            "python_path": self.search_dirs,
+            "cwd": self.root,
+            "config": self.config,
+        }
+
+
+@dataclass
+class WorkspaceTargets:
+    """The targets of one workspace folder: from its config, or a problem with the config."""
+
+    root: str
+    config: str | None
+    targets: list[TargetInfo]
+    problem: ConfigProblem | None
+    python_path: list[str]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def default_spec_path(directory: str, stem: str) -> str:
+    """`<directory>/<stem>.distspec.json` with characters unsafe in a file name replaced by `_`."""
+    return os.path.join(directory, _UNSAFE.sub("_", stem).strip("._") + ".distspec.json")
+
+
+def _has_distcheck(text: str) -> bool:
+    return re.search(r"^\s*\[\[?\s*tool\s*\.\s*distcheck\b", text, re.MULTILINE) is not None
+
+
+def find_workspace_config(root: str, text_of: TextOf) -> str | None:
+    """The pyproject that configures `root`: its own when it mentions `[tool.distcheck]` (valid or
+    not, so a broken one is reported), else the nearest one above it that does."""
+    directory = os.path.abspath(root)
+    while True:
+        path = os.path.join(directory, "pyproject.toml")
+        text = text_of(path)
+        if text is not None and _has_distcheck(text):
+            return path
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _factory_file(factory: str, search_dirs: Sequence[str]) -> str | None:
+    parts = split_reference(factory)
+    if parts is None:
+        return None
+    where = parts[0]
+    if is_path_reference(where):
+        return where
+    return locate.resolve_module(where, search_dirs)
+
+
+def _option_problem(config: str, text: str, index_of: int, single: bool, err: ConfigError, key: str) -> ConfigProblem:
+    index = TomlIndex(text)
+    line = None
+    if not single:
+        line = index.keys.get(("tool.distcheck.targets", index_of, key))
+    if line is None:
+        line = index.key("tool.distcheck", 0, key)
+    return ConfigProblem(config, line or 1, None, err.message, err.hint)
+
+
+def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
+    """Targets of the workspace folder `root` from its config (None config: no targets, no problem)."""
+    root = os.path.abspath(root)
+    config = find_workspace_config(root, text_of)
+    if config is None:
+        return WorkspaceTargets(root, None, [], None, [root])
+    text = text_of(config) or ""
+    try:
+        raw = load_targets(config, text)
+        table = read_table(config, text)
+    except ConfigError as err:
+        message = err.message
+        for prefix in (f"{config}: ", f"{config} "):
+            if message.startswith(prefix):
+                message = message[len(prefix) :]
+        return WorkspaceTargets(
+            root, config, [], ConfigProblem(config, err.line or 1, err.column, message, err.hint), [root]
+        )
+    infos: list[TargetInfo] = []
+    for position, t in enumerate(raw):
+        for key, value in t.options.items():
+            try:
+                check_options({key: value})
+            except ConfigError as err:
+                problem = _option_problem(config, text, position, table.single, err, key)
+                problem.message = f"target {t.name!r}: {problem.message}"
+                return WorkspaceTargets(root, config, [], problem, [root])
+        name = t.name or "default"
+        search = list(dict.fromkeys([*t.python_path, t.root]))
+        infos.append(
+            TargetInfo(
+                name=name,
+                source="pyproject",
+                factory=t.factory,
+                factory_file=_factory_file(t.factory, search),
+                sample=t.sample,
+                sample_is_file=t.sample_is_file,
+                spec_path=t.spec or default_spec_path(t.root, name),
+                spec_configured=t.spec is not None,
+                options=dict(t.options),
+                python_path=list(t.python_path),
+                root=t.root,
+                config=config,
+                defined_in=config,
+                line=t.line,
+            )
+        )
+    return WorkspaceTargets(root, config, infos, None, list(table.python_path))
+
+
+def file_target(path: str, source: str, workspace: WorkspaceTargets) -> TargetInfo | None:
+    """A target for the Python file `path` when it defines `model_factory` and `sample_batch` at
+    module scope (found by an AST scan of `source`), named by its workspace-relative path."""
+    found = locate.file_target(source, path)
+    if found is None:
+        return None
+    factory, _sample = found
+    path = os.path.abspath(path)
+    root = workspace.root
+    try:
+        name = os.path.relpath(path, root)
+    except ValueError:
+        name = path
+    if name.startswith(".."):
+        name = path
+    return TargetInfo(
+        name=name.replace(os.sep, "/"),
+        source="file",
+        factory=f"{path}:model_factory",
+        factory_file=path,
+        sample=f"{path}:sample_batch",
+        sample_is_file=False,
+        spec_path=default_spec_path(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]),
+        spec_configured=False,
+        options={},
+        python_path=[p for p in workspace.python_path if p != root],
+        root=root,
+        config=None,
+        defined_in=path,
+        line=factory.line,
+    )

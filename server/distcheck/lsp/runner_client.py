@@ -1,0 +1,440 @@
+"""The daemon's side of the runner pipe: start `python -m distcheck.lsp.runner`, talk JSON lines,
+track every process it starts, and kill all of them on request — all without blocking the event loop.
+
+`RunnerClient.start()` launches the runner with the daemon's interpreter in its own session
+(`start_new_session=True`), so it leads its own process group. While a validation runs, the client
+records the pids of the rank processes (`rank_started` events) and snapshots the runner's
+descendants a few times a second in a worker thread, so that when the runner dies (or is killed)
+every process it started can still be found: the reference run and each rank lead their own
+process groups, and orphans are no longer the runner's descendants.
+
+`kill()` stops the runner's group (SIGSTOP, so nothing new is forked), kills the process group of
+every descendant and every recorded process, then the runner's own group, and waits for them to go
+— within a second in practice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = ["RunCancelled", "RunnerClient", "RunnerDied", "RunnerError"]
+
+EventCallback = Callable[[str, Mapping[str, Any]], None]
+LogCallback = Callable[[str, str], None]
+ExitCallback = Callable[["RunnerClient", "int | None", bool], None]
+
+_LINE_LIMIT = 256 * 1024 * 1024
+_SNAPSHOT_EVERY = 0.25
+
+
+class RunnerError(Exception):
+    """The runner answered a request with an error: `type`, `message`, `hint`, traceback `frames`."""
+
+    def __init__(self, error: Mapping[str, Any]) -> None:
+        self.type = str(error.get("type", "Error"))
+        self.message = str(error.get("message", ""))
+        self.hint = str(error.get("hint", ""))
+        frames = error.get("frames")
+        self.frames: list[dict[str, Any]] = [dict(f) for f in frames if isinstance(f, Mapping)] if frames else []
+        self.traceback = str(error.get("traceback", ""))
+        super().__init__(self.message)
+
+
+class RunnerDied(Exception):
+    """The runner exited while a request was pending: `returncode` (negative: killed by that signal)."""
+
+    def __init__(self, returncode: int | None, stderr_tail: str) -> None:
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        super().__init__(f"the distcheck runner exited ({describe_exit(returncode)})")
+
+
+class RunCancelled(Exception):
+    """The request was cancelled: the runner and everything it started were killed."""
+
+
+def describe_exit(returncode: int | None) -> str:
+    """`"killed by SIGKILL"`, `"exit code 1"`, ... for a process return code."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[Any]
+    on_event: EventCallback | None = None
+
+
+@dataclass
+class _Tracked:
+    """Processes seen under the runner: pid → create time (to never kill a reused pid)."""
+
+    procs: dict[int, float] = field(default_factory=dict)
+    rank_pids: set[int] = field(default_factory=set)
+
+
+def _snapshot(root_pid: int) -> dict[int, float]:
+    import psutil
+
+    try:
+        children = psutil.Process(root_pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {}
+    out: dict[int, float] = {}
+    for child in children:
+        try:
+            out[child.pid] = child.create_time()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+def _kill_all(root_pid: int | None, tracked: dict[int, float], rank_pids: set[int], wait: float) -> list[int]:
+    """Kill `root_pid`'s group and every process (and process group) under it or recorded; returns
+    the pids that were alive. Runs in a worker thread."""
+    import psutil
+
+    own_group = os.getpgrp()
+    if root_pid is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(root_pid, signal.SIGSTOP)
+    found = dict(tracked)
+    if root_pid is not None:
+        found.update(_snapshot(root_pid))
+    procs: list[Any] = []
+    for pid, created in found.items():
+        try:
+            proc = psutil.Process(pid)
+            if abs(proc.create_time() - created) > 0.01:
+                continue
+            procs.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    for pid in rank_pids:
+        if pid not in found:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                procs.append(psutil.Process(pid))
+    groups: set[int] = set()
+    for proc in procs:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(proc.pid))
+    if root_pid is not None:
+        groups.add(root_pid)
+    groups.discard(own_group)
+    for group in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.kill()
+    if root_pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(root_pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait
+    alive = list(procs)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        if alive:
+            time.sleep(0.02)
+    return [p.pid for p in procs if p not in alive]
+
+
+def _running(proc: Any) -> bool:
+    """Alive and not a zombie (a zombie's parent may be gone; it holds nothing)."""
+    import psutil
+
+    try:
+        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+class RunnerClient:
+    """One runner process and its pipe. Not reusable: after it exits, make a new one."""
+
+    def __init__(
+        self,
+        *,
+        cwd: str,
+        log: LogCallback,
+        on_exit: ExitCallback,
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.cwd = cwd
+        self.log = log
+        self.on_exit = on_exit
+        self.python = python or sys.executable
+        self.env = dict(env) if env is not None else None
+        self.proc: asyncio.subprocess.Process | None = None
+        self.info: dict[str, Any] = {}
+        self.ready = asyncio.Event()
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=40)
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._tracked = _Tracked()
+        self._killing = False
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._busy = 0
+        self.started_at = 0.0
+
+    # ---- lifecycle
+
+    @property
+    def pid(self) -> int | None:
+        """The runner's pid (None before `start`)."""
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        """Started and not exited."""
+        return self.proc is not None and not self.exited.is_set()
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ if self.env is None else self.env)
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        current = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if here not in current:
+            env["PYTHONPATH"] = os.pathsep.join([here, *current])
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    async def start(self) -> None:
+        """Launch the runner and start reading its output; `ready` is set once it answers a ping."""
+        self.started_at = time.monotonic()
+        self.proc = await asyncio.create_subprocess_exec(
+            self.python,
+            "-m",
+            "distcheck.lsp.runner",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=self.cwd,
+            env=self._environment(),
+            start_new_session=True,
+            limit=_LINE_LIMIT,
+        )
+        self.log("info", f"started the runner (pid {self.proc.pid}): {self.python} -m distcheck.lsp.runner")
+        self._tasks = [
+            asyncio.create_task(self._read_stdout(), name="distcheck-runner-stdout"),
+            asyncio.create_task(self._read_stderr(), name="distcheck-runner-stderr"),
+        ]
+        self._tasks.append(asyncio.create_task(self._handshake(), name="distcheck-runner-ping"))
+
+    async def _handshake(self) -> None:
+        with contextlib.suppress(RunnerDied, RunnerError, RunCancelled, asyncio.CancelledError):
+            self.info = await self.request("ping", None)
+            self.ready.set()
+            seconds = time.monotonic() - self.started_at
+            self.log(
+                "info",
+                f"runner ready in {seconds:.1f} s (pid {self.pid}, torch {self.info.get('torch')}, "
+                f"CUDA {'available' if self.info.get('cuda') else 'not available'})",
+            )
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait for the ping's answer; `RunnerDied` if the runner exits first, `TimeoutError` past `timeout`."""
+        if self.ready.is_set():
+            return
+        ready = asyncio.ensure_future(self.ready.wait())
+        exited = asyncio.ensure_future(self.exited.wait())
+        try:
+            await asyncio.wait({ready, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+            exited.cancel()
+        if self.ready.is_set():
+            return
+        if self.exited.is_set():
+            raise RunnerDied(self.returncode, "\n".join(self.stderr_tail))
+        raise TimeoutError(f"the runner did not answer within {timeout:.0f} s")
+
+    async def stop(self) -> None:
+        """Ask the runner to exit; kill everything if it does not within two seconds."""
+        if not self.alive:
+            return
+        self._killing = True
+        with contextlib.suppress(Exception):
+            self._write({"id": None, "method": "shutdown"})
+        try:
+            await asyncio.wait_for(self.exited.wait(), timeout=2.0)
+        except asyncio.TimeoutError:
+            await self.kill()
+
+    async def kill(self) -> list[int]:
+        """Kill the runner and every process it started (see the module docstring); pending requests
+        raise `RunCancelled`. Returns the pids that were killed."""
+        self._killing = True
+        root = self.pid if self.alive else None
+        tracked = dict(self._tracked.procs)
+        ranks = set(self._tracked.rank_pids)
+        killed = await asyncio.to_thread(_kill_all, root, tracked, ranks, 1.0)
+        if self.proc is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.exited.wait(), timeout=2.0)
+        return killed
+
+    async def cleanup_orphans(self) -> list[int]:
+        """After an unexpected exit: kill what the runner left behind (recorded processes only)."""
+        tracked = dict(self._tracked.procs)
+        ranks = set(self._tracked.rank_pids)
+        if not tracked and not ranks:
+            return []
+        return await asyncio.to_thread(_kill_all, None, tracked, ranks, 1.0)
+
+    # ---- requests
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        if self.proc is None or self.proc.stdin is None:
+            raise RunnerDied(self.returncode, "")
+        self.proc.stdin.write(orjson.dumps(message) + b"\n")
+
+    async def request(self, method: str, params: Any, on_event: EventCallback | None = None) -> Any:
+        """Send one request and wait for its answer; raises `RunnerError`, `RunnerDied` or `RunCancelled`."""
+        if not self.alive:
+            raise RunnerDied(self.returncode, "\n".join(self.stderr_tail))
+        self._next_id += 1
+        req_id = self._next_id
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = _Pending(future, on_event)
+        message: dict[str, Any] = {"id": req_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            self._write(message)
+            assert self.proc is not None and self.proc.stdin is not None
+            await self.proc.stdin.drain()
+        except (ConnectionError, RunnerDied) as exc:
+            self._pending.pop(req_id, None)
+            raise RunnerDied(self.returncode, "\n".join(self.stderr_tail)) from exc
+        try:
+            return await future
+        finally:
+            self._pending.pop(req_id, None)
+
+    async def validate(self, params: Mapping[str, Any], on_event: EventCallback | None) -> tuple[dict[str, Any], Any]:
+        """Run a validation: (report JSON object, notice)."""
+        self._busy += 1
+        snapshots = asyncio.create_task(self._snapshots(), name="distcheck-runner-snapshots")
+        try:
+            result = await self.request("validate", dict(params), on_event)
+        finally:
+            self._busy -= 1
+            snapshots.cancel()
+        report, notice = result
+        return report, notice
+
+    async def _snapshots(self) -> None:
+        while self.alive and self.pid is not None:
+            found = await asyncio.to_thread(_snapshot, self.pid)
+            self._tracked.procs.update(found)
+            await asyncio.sleep(_SNAPSHOT_EVERY)
+
+    def forget_processes(self) -> None:
+        """Drop the record of processes (after a validation finished and they are gone)."""
+        self._tracked = _Tracked()
+
+    # ---- reading
+
+    def _dispatch(self, message: Mapping[str, Any]) -> None:
+        req_id = message.get("id")
+        pending = self._pending.get(req_id) if isinstance(req_id, int) else None
+        if "event" in message:
+            event = str(message["event"])
+            info = message.get("info") or {}
+            if event == "rank_started" and isinstance(info, Mapping) and isinstance(info.get("pid"), int):
+                self._tracked.rank_pids.add(int(info["pid"]))
+            if pending is not None and pending.on_event is not None:
+                try:
+                    pending.on_event(event, info if isinstance(info, Mapping) else {})
+                except Exception as exc:  # a progress callback must never break the pipe
+                    self.log("error", f"progress callback failed: {type(exc).__name__}: {exc}")
+            return
+        if pending is None or pending.future.done():
+            return
+        if "error" in message:
+            error = message["error"]
+            pending.future.set_exception(RunnerError(error if isinstance(error, Mapping) else {"message": error}))
+        elif "result" in message:
+            pending.future.set_result((message["result"], message.get("notice")))
+        elif message.get("pong"):
+            pending.future.set_result(dict(message))
+
+    async def _read_stdout(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        stream = self.proc.stdout
+        try:
+            while True:
+                try:
+                    line = await stream.readline()
+                except ValueError as exc:  # a line over the limit
+                    self.log("error", f"dropped an oversized line from the runner: {exc}")
+                    continue
+                if not line:
+                    break
+                try:
+                    message = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    self.log("warning", f"runner wrote a line that is not JSON: {line[:200]!r}")
+                    continue
+                if isinstance(message, Mapping):
+                    self._dispatch(message)
+        finally:
+            await self._finish()
+
+    async def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        stream = self.proc.stderr
+        while True:
+            try:
+                line = await stream.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip()
+            self.stderr_tail.append(text)
+            self.log("debug", f"[runner] {text}")
+
+    async def _finish(self) -> None:
+        assert self.proc is not None
+        try:
+            self.returncode = await asyncio.wait_for(self.proc.wait(), timeout=5.0)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.returncode = await self.proc.wait()
+        expected = self._killing
+        tail = "\n".join(self.stderr_tail)
+        for pending in list(self._pending.values()):
+            if not pending.future.done():
+                pending.future.set_exception(RunCancelled() if expected else RunnerDied(self.returncode, tail))
+        self._pending.clear()
+        self.exited.set()
+        self.log(
+            "info" if expected else "warning",
+            f"runner (pid {self.pid}) exited ({describe_exit(self.returncode)})",
+        )
+        try:
+            self.on_exit(self, self.returncode, expected)
+        except Exception as exc:
+            self.log("error", f"runner exit handler failed: {type(exc).__name__}: {exc}")
