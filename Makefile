@@ -25,7 +25,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck pytest
+test: lint typecheck pytest test-extension test-e2e
 
 demo: $(STAMP)
 	$(PY) -m examples.demo
@@ -35,3 +35,33 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# ---- VS Code extension (TypeScript client in extension/, tests in tests/extension and tests/e2e)
+.PHONY: node-deps test-extension test-e2e package
+NPM_STAMP := node_modules/.distcheck-npm-ci
+
+# npm ci when node_modules is missing or package.json / the lock changed
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+node-deps: $(NPM_STAMP)
+
+# type check, lint, unit tests (report → HTML and escaping, status text, target picking, interpreter order)
+test-extension: $(NPM_STAMP)
+	npm run typecheck
+	npm run lint
+	npm run test:unit
+
+# the Python wheel and the .vsix, both under version control's ignore rules (dist/, *.vsix)
+package: $(STAMP) $(NPM_STAMP)
+	$(PY) -m pip wheel . -w dist --no-deps --quiet
+	npm run package
+
+# real VS Code (code-server 4.100.3 + Debian Chromium, installed by tests/e2e/setup.sh, apt-get as root)
+# driven by playwright-core; screenshots and logs in tests/e2e/artifacts/. Fails when it cannot run.
+test-e2e: $(STAMP) $(NPM_STAMP)
+	tests/e2e/setup.sh
+	npm run package
+	node extension/esbuild.mjs --e2e
+	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/out/smoke.e2e.js tests/e2e/out/restricted.e2e.js tests/e2e/out/scenario.e2e.js

@@ -1,0 +1,275 @@
+/**
+ * The TraceReport JSON (`TraceReport.to_dict()` in server/distcheck/report.py) as the extension reads it,
+ * and the messages of docs/protocol.md that carry it. Pure: no `vscode` import, so unit tests load it.
+ *
+ * Reading is lenient on purpose: the panel must show what it can of a report written by a newer or older
+ * distcheck instead of failing; every accessor tolerates a missing or mistyped field.
+ */
+
+export type Verdict = "passed" | "failed" | "inconclusive" | "error";
+
+/** A number as the report writes it: finite numbers as numbers, non-finite ones as strings. */
+export type JsonNumber = number | "NaN" | "Infinity" | "-Infinity";
+
+export interface FrameJson {
+  file: string;
+  line: number;
+  function: string;
+}
+
+export interface WorkerErrorJson {
+  type: string;
+  message: string;
+  rank: number | null;
+  phase: string;
+  frames: FrameJson[];
+  hint: string;
+  traceback?: string;
+}
+
+export interface OutputVerdictJson {
+  name: string;
+  kind: string;
+  passed: boolean;
+  max_abs_diff: JsonNumber | null;
+  max_rel_diff: JsonNumber | null;
+  status: string;
+  worst_index: number[] | null;
+  n_failing: number;
+  n_total: number;
+}
+
+export interface HelperDiagnosisJson {
+  module: string;
+  function: string;
+  qualname?: string;
+  n_calls_ref: number;
+  n_calls_per_rank: Record<string, number>;
+  pattern: string;
+  pattern_confidence: JsonNumber;
+  consistency_check: string;
+  consistency_passed: boolean | null;
+  already_wrapped: boolean;
+  suspected_gap: string | null;
+  likely_remedy: Record<string, unknown> | null;
+  source: { file?: string; line?: number } | null;
+  divergence_notes: string[];
+}
+
+export interface AttemptJson {
+  index: number;
+  spec: unknown;
+  rationale: string;
+  rule: string | null;
+  passed: boolean;
+  failing_outputs?: string[];
+  max_abs_diff: Record<string, JsonNumber | null>;
+  max_rel_diff: Record<string, JsonNumber | null>;
+  verdicts: Record<string, OutputVerdictJson>;
+  handler_counts: Record<string, number>;
+  error: WorkerErrorJson | null;
+  helper_diagnostics: HelperDiagnosisJson[];
+  layer_divergence: Record<string, unknown> | null;
+  partition_health: Record<string, unknown>;
+  halo_completeness: Record<string, unknown>;
+  timings: Record<string, JsonNumber>;
+  reused_run?: boolean;
+}
+
+export interface ReportJson {
+  report_version: number;
+  ok: boolean;
+  verdict?: Verdict;
+  fix_applied?: string | null;
+  best_attempt?: number | null;
+  next_action: string;
+  spec: unknown;
+  attempts: AttemptJson[];
+  meta: Record<string, unknown>;
+  target?: Record<string, unknown> | null;
+}
+
+/** Params of the `distcheck/report` notification (and the result of `distcheck/lastReport`). */
+export interface ReportMessage {
+  target: string;
+  specUri: string | null;
+  report: ReportJson;
+  notice?: string | null;
+}
+
+/**
+ * One entry of the `distcheck/targets` result. `uri` / `line` (0-based) locate where the target is
+ * defined (the `[[tool.distcheck.targets]]` table of a pyproject.toml, or the Python file of a file
+ * target); `factoryUri` / `factoryLine` (0-based) the factory's `def`.
+ */
+export interface TargetInfo {
+  name: string;
+  factory?: string;
+  sample?: string;
+  spec?: string | null;
+  specUri?: string | null;
+  specConfigured?: boolean;
+  source?: "pyproject" | "file";
+  uri?: string;
+  line?: number;
+  factoryUri?: string | null;
+  factoryLine?: number | null;
+  running?: boolean;
+}
+
+// ------------------------------------------------------------------------------------------------
+// small readers
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A report number (or its non-finite string form) as a JS number; anything else is undefined. */
+export function toNumber(value: unknown): number | undefined {
+  if (typeof value === "number") {
+    return value;
+  }
+  if (value === "NaN") {
+    return Number.NaN;
+  }
+  if (value === "Infinity") {
+    return Number.POSITIVE_INFINITY;
+  }
+  if (value === "-Infinity") {
+    return Number.NEGATIVE_INFINITY;
+  }
+  return undefined;
+}
+
+/** Any JSON-ish value as text: strings as is, numbers and booleans printed, objects as JSON, null as "". */
+export function textOf(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+      return value;
+    case "number":
+    case "boolean":
+    case "bigint":
+      return value.toString();
+    case "object":
+      return value === null ? "" : JSON.stringify(value);
+    default:
+      return "";
+  }
+}
+
+/** A free-form string from the report, with the extra leading `~` of escaped "NaN"-like strings removed. */
+export function freeString(value: unknown): string {
+  if (typeof value !== "string") {
+    return textOf(value);
+  }
+  return /^~+(NaN|Infinity|-Infinity)$/.test(value) ? value.slice(1) : value;
+}
+
+/** Is `value` a report document (as opposed to any JSON)? */
+export function looksLikeReport(value: unknown): value is ReportJson {
+  return isRecord(value) && typeof value.report_version === "number" && Array.isArray(value.attempts);
+}
+
+/** Is `value` a `distcheck/report` message? */
+export function looksLikeReportMessage(value: unknown): value is ReportMessage {
+  return isRecord(value) && typeof value.target === "string" && looksLikeReport(value.report);
+}
+
+export function attemptsOf(report: ReportJson): AttemptJson[] {
+  return Array.isArray(report.attempts) ? report.attempts.filter(isRecord) : [];
+}
+
+export function failingOutputs(attempt: AttemptJson): string[] {
+  if (Array.isArray(attempt.failing_outputs)) {
+    return attempt.failing_outputs.map(String);
+  }
+  const verdicts = isRecord(attempt.verdicts) ? attempt.verdicts : {};
+  return Object.entries(verdicts)
+    .filter(([, v]) => isRecord(v) && v.passed !== true)
+    .map(([name]) => name);
+}
+
+function degenerateMessages(attempt: AttemptJson): string[] {
+  const health = isRecord(attempt.partition_health) ? attempt.partition_health : {};
+  const found = health.degenerate;
+  if (Array.isArray(found)) {
+    return found.map(freeString);
+  }
+  return found ? [freeString(found)] : [];
+}
+
+export function degenerate(attempt: AttemptJson): string[] {
+  return degenerateMessages(attempt);
+}
+
+function hasVerdicts(attempt: AttemptJson): boolean {
+  return isRecord(attempt.verdicts) && Object.keys(attempt.verdicts).length > 0;
+}
+
+/** The attempt the report stands on: `best_attempt` when written, else the rule of report.py. */
+export function bestAttempt(report: ReportJson): AttemptJson | undefined {
+  const attempts = attemptsOf(report);
+  const index = report.best_attempt;
+  if (typeof index === "number" && index >= 0 && index < attempts.length) {
+    return attempts[index];
+  }
+  const passed = attempts.find((a) => a.passed === true);
+  if (passed) {
+    return passed;
+  }
+  const compared = attempts.filter(hasVerdicts);
+  if (compared.length > 0) {
+    const fewest = Math.min(...compared.map((a) => failingOutputs(a).length));
+    return compared.filter((a) => failingOutputs(a).length === fewest).at(-1);
+  }
+  return attempts.at(-1);
+}
+
+/** The report's verdict: the written one, else derived as `TraceReport.verdict` does. */
+export function verdictOf(report: ReportJson): Verdict {
+  const written = report.verdict;
+  if (written === "passed" || written === "failed" || written === "inconclusive" || written === "error") {
+    return written;
+  }
+  const best = bestAttempt(report);
+  if (!best || (best.error && !hasVerdicts(best))) {
+    return "error";
+  }
+  if (degenerateMessages(best).length > 0) {
+    return "inconclusive";
+  }
+  return best.passed ? "passed" : "failed";
+}
+
+/** The one-liner: the first line of `next_action`. */
+export function headline(report: ReportJson): string {
+  const text = typeof report.next_action === "string" ? report.next_action : "";
+  return text.split("\n").find((line) => line.trim() !== "") ?? "";
+}
+
+/** The tolerance that applies to one output: a number, or a dict by output name, kind or "default". */
+export function toleranceFor(tol: unknown, name: string, kind: string): number | undefined {
+  if (isRecord(tol)) {
+    for (const key of [name, kind, "default"]) {
+      if (key in tol) {
+        return toNumber(tol[key]);
+      }
+    }
+    return undefined;
+  }
+  return toNumber(tol);
+}
+
+/** Short summary of a report for the status bar and notifications. */
+export interface ReportSummary {
+  verdict: Verdict;
+  nFailing: number;
+  failing: string[];
+  headline: string;
+}
+
+export function summarize(report: ReportJson): ReportSummary {
+  const best = bestAttempt(report);
+  const failing = best ? failingOutputs(best) : [];
+  return { verdict: verdictOf(report), nFailing: failing.length, failing, headline: headline(report) };
+}

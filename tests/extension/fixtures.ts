@@ -1,0 +1,17 @@
+// Loads the report fixtures (real reports written by `validate_on_cpu`, see README.md here).
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { type ReportJson, type ReportMessage } from "../../extension/src/report";
+
+const DIR = join(__dirname, "..", "fixtures");
+
+export function loadReport(name: string): ReportJson {
+  return JSON.parse(readFileSync(join(DIR, `${name}.json`), "utf8")) as ReportJson;
+}
+
+export function message(name: string, target = name): ReportMessage {
+  return { target, specUri: null, report: loadReport(name), notice: null };
+}
+
+export const FIXTURES = ["helper_model_failed", "helper_model_autofix", "worker_error", "degenerate"] as const;

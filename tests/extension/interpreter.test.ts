@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import {
+  RestartBudget,
+  expandSetting,
+  installCommand,
+  interpretProbe,
+  resolveInterpreter,
+} from "../../extension/src/interpreter";
+
+describe("interpreter resolution order", () => {
+  it("the distcheck.interpreter setting wins", async () => {
+    let asked = false;
+    const got = await resolveInterpreter({
+      setting: "/opt/venv/bin/python",
+      pythonExtension: () => {
+        asked = true;
+        return Promise.resolve("/from/extension/python");
+      },
+    });
+    assert.deepEqual(got, { command: "/opt/venv/bin/python", source: "setting" });
+    assert.equal(asked, false, "the Python extension is not consulted when the setting is set");
+  });
+
+  it("then the Python extension's active interpreter", async () => {
+    const got = await resolveInterpreter({ setting: "  ", pythonExtension: () => Promise.resolve("/from/extension/python") });
+    assert.deepEqual(got, { command: "/from/extension/python", source: "python-extension" });
+  });
+
+  it("then python3 (no extension, no interpreter, or an extension that fails)", async () => {
+    const expected = { command: "python3", source: "default" };
+    assert.deepEqual(await resolveInterpreter({ setting: "" }), expected);
+    assert.deepEqual(await resolveInterpreter({ setting: undefined, pythonExtension: () => Promise.resolve(undefined) }), expected);
+    assert.deepEqual(await resolveInterpreter({ setting: "", pythonExtension: () => Promise.reject(new Error("boom")) }), expected);
+  });
+
+  it("expands ${workspaceFolder} and ~", async () => {
+    assert.equal(expandSetting("${workspaceFolder}/.venv/bin/python", "/ws", "/home/me"), "/ws/.venv/bin/python");
+    assert.equal(expandSetting("~/venv/bin/python", "/ws", "/home/me"), "/home/me/venv/bin/python");
+    assert.equal(expandSetting("~user/python", "/ws", "/home/me"), "~user/python");
+    const got = await resolveInterpreter({ setting: "${workspaceFolder}/py", workspaceFolder: "/w" });
+    assert.deepEqual(got, { command: "/w/py", source: "setting" });
+  });
+});
+
+describe("import check", () => {
+  const py = { command: "/x/python", source: "setting" } as const;
+
+  it("passes on exit code 0", () => {
+    assert.deepEqual(interpretProbe(py, { code: 0, stderr: "" }), { ok: true });
+  });
+
+  it("no interpreter", () => {
+    const got = interpretProbe(py, { code: null, stderr: "", spawnError: "ENOENT: spawn /x/python ENOENT" });
+    assert.ok(!got.ok && got.reason === "not-found");
+    assert.ok(!got.ok && got.message.includes("/x/python") && got.message.includes("distcheck.interpreter"));
+  });
+
+  it("distcheck not importable names the last line of the error", () => {
+    const got = interpretProbe(
+      { command: "python3", source: "default" },
+      { code: 1, stderr: "Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'distcheck'\n" },
+    );
+    assert.ok(!got.ok && got.reason === "not-importable");
+    assert.ok(!got.ok && got.message.includes("No module named 'distcheck'") && got.message.includes("default python3"));
+  });
+
+  it("timeout", () => {
+    const got = interpretProbe(py, { code: null, stderr: "", timedOut: true });
+    assert.ok(!got.ok && got.reason === "timeout");
+  });
+
+  it("install command", () => {
+    assert.equal(installCommand("/v/bin/python"), "/v/bin/python -m pip install distcheck");
+    assert.equal(installCommand("/my env/python"), '"/my env/python" -m pip install distcheck');
+  });
+});
+
+describe("restart budget", () => {
+  it("allows max restarts per window, then refuses until the window passes or a reset", () => {
+    let now = 0;
+    const budget = new RestartBudget(3, 1000, () => now);
+    assert.deepEqual([budget.allow(), budget.allow(), budget.allow(), budget.allow()], [true, true, true, false]);
+    now = 1500;
+    assert.equal(budget.allow(), true);
+    assert.equal(budget.allow(), true);
+    assert.equal(budget.allow(), true);
+    assert.equal(budget.allow(), false);
+    budget.reset();
+    assert.equal(budget.allow(), true);
+  });
+});

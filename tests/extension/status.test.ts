@@ -1,0 +1,89 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { type ReportJson, summarize, verdictOf } from "../../extension/src/report";
+import { StatusModel, statusView, targetFromProgressTitle, verdictText } from "../../extension/src/status";
+import { loadReport } from "./fixtures";
+
+describe("status text per verdict", () => {
+  it("passed, failed with N outputs, inconclusive, error", () => {
+    assert.equal(verdictText("mpnn", { verdict: "passed", nFailing: 0 }), "✓ mpnn");
+    assert.equal(verdictText("mpnn", { verdict: "failed", nFailing: 3 }), "✗ mpnn: 3 outputs failing");
+    assert.equal(verdictText("mpnn", { verdict: "failed", nFailing: 1 }), "✗ mpnn: 1 output failing");
+    assert.equal(verdictText("mpnn", { verdict: "failed", nFailing: 0 }), "✗ mpnn: failed");
+    assert.equal(verdictText("mpnn", { verdict: "inconclusive", nFailing: 0 }), "⚠ mpnn: inconclusive");
+    assert.equal(verdictText("mpnn", { verdict: "error", nFailing: 0 }), "✗ mpnn: error");
+  });
+
+  it("from real reports", () => {
+    const text = (name: string): string => verdictText("t", summarize(loadReport(name)));
+    assert.equal(text("helper_model_failed"), "✗ t: 3 outputs failing");
+    assert.equal(text("helper_model_autofix"), "✓ t");
+    assert.equal(text("degenerate"), "⚠ t: inconclusive");
+    assert.equal(text("worker_error"), "✗ t: error");
+  });
+
+  it("derives the verdict when the report does not write it", () => {
+    for (const [name, expected] of [
+      ["helper_model_failed", "failed"],
+      ["helper_model_autofix", "passed"],
+      ["degenerate", "inconclusive"],
+      ["worker_error", "error"],
+    ] as const) {
+      const report: ReportJson = loadReport(name);
+      delete report.verdict;
+      delete report.best_attempt;
+      delete report.attempts[0]?.failing_outputs;
+      assert.equal(verdictOf(report), expected, name);
+    }
+  });
+});
+
+describe("status bar view", () => {
+  it("idle, running with the current step, then the last verdict", () => {
+    const model = new StatusModel();
+    assert.equal(statusView(model).text, "$(beaker) Distcheck");
+    model.started("helper_model");
+    assert.equal(statusView(model).text, "$(sync~spin) Distcheck helper_model: starting");
+    model.step("helper_model", "attempt 1/8: initial spec");
+    assert.equal(statusView(model).text, "$(sync~spin) Distcheck helper_model: attempt 1/8: initial spec");
+    model.reported("helper_model", summarize(loadReport("helper_model_failed")));
+    const view = statusView(model);
+    assert.equal(view.text, "✗ helper_model: 3 outputs failing");
+    assert.equal(view.tone, "error");
+    assert.match(view.tooltip, /undeclared per-system helper/);
+  });
+
+  it("shows the most recent target and lists the others in the tooltip", () => {
+    const model = new StatusModel();
+    model.reported("a", summarize(loadReport("helper_model_failed")));
+    model.reported("b", summarize(loadReport("degenerate")));
+    let view = statusView(model);
+    assert.equal(view.text, "⚠ b: inconclusive");
+    assert.equal(view.tone, "warning");
+    assert.match(view.tooltip, /✗ a: 3 outputs failing/);
+    model.reported("a", summarize(loadReport("helper_model_autofix")));
+    view = statusView(model);
+    assert.equal(view.text, "✓ a");
+    assert.equal(view.tone, "normal");
+    model.started("b", "reference run");
+    model.started("a", "rank 0 started");
+    assert.equal(statusView(model).text, "$(sync~spin) Distcheck a: rank 0 started (+1)");
+    model.finished("a");
+    model.finished("b");
+    assert.equal(statusView(model).text, "✓ a");
+  });
+
+  it("a server problem wins", () => {
+    const model = new StatusModel();
+    model.problem = "distcheck is not importable";
+    assert.deepEqual(statusView(model), { text: "$(warning) Distcheck", tooltip: "distcheck is not importable", tone: "warning" });
+  });
+
+  it("reads the target from the progress title", () => {
+    assert.equal(targetFromProgressTitle("Distcheck: helper_model"), "helper_model");
+    assert.equal(targetFromProgressTitle("Distcheck:  models/x.py "), "models/x.py");
+    assert.equal(targetFromProgressTitle("something else"), undefined);
+    assert.equal(targetFromProgressTitle(undefined), undefined);
+  });
+});
