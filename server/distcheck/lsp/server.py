@@ -943,6 +943,9 @@ async def _cmd_save_spec(ls: DistcheckServer, *args: Any) -> dict[str, Any]:
             raise JsonRpcInvalidParams("distcheck.saveSpec takes [target: string]")
         name = next(iter(ls.reports))
     edit, uri = ls.save_spec_edit(name)
+    if _is_noop(edit):
+        # The file already holds the validated spec; editors report an empty edit as "not applied".
+        return {"saved": uri, "unchanged": True}
     result = await ls.workspace_apply_edit_async(
         types.ApplyWorkspaceEditParams(edit=edit, label=f"Save validated spec ({name})")
     )
@@ -950,6 +953,19 @@ async def _cmd_save_spec(ls: DistcheckServer, *args: Any) -> dict[str, Any]:
         reason = result.failure_reason or "no reason given"
         raise RequestFailed(f"the editor did not apply the edit ({reason}); save the spec again")
     return {"saved": uri}
+
+
+def _is_noop(edit: types.WorkspaceEdit) -> bool:
+    """True when `edit` changes nothing (no file to create, no text edit)."""
+    if edit.document_changes:
+        return all(isinstance(c, types.TextDocumentEdit) and not c.edits for c in edit.document_changes)
+    return not any(edit.changes.values()) if edit.changes else True
+
+
+def _on_watched_files(ls: DistcheckServer, params: types.DidChangeWatchedFilesParams) -> None:
+    """pyproject.toml and spec files changed on disk (outside an open editor): re-check them."""
+    for change in params.changes:
+        ls.document_changed(change.uri)
 
 
 def _req_last_report(ls: DistcheckServer, params: Any) -> dict[str, Any] | None:
@@ -979,6 +995,7 @@ def create_server() -> DistcheckServer:
     ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)(_on_change)
     ls.feature(types.TEXT_DOCUMENT_DID_SAVE)(_on_save)
     ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)(_on_close)
+    ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(_on_watched_files)
     ls.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(

@@ -123,6 +123,9 @@ async def test_passing_target_spec_missing_fix_creates_the_file(tmp_path: Path) 
         assert s.diagnostics(factory_uri, mark) == []
         last = await s.request("distcheck/lastReport", {"target": "pair_potential"})
         assert last is not None
+        # saving a spec the file already holds is a no-op, not an "edit not applied" error
+        again = await s.command("distcheck.saveSpec", "pair_potential")
+        assert again == {"saved": uri(spec_file), "unchanged": True} and spec_file.read_text() == written
 
         # the daemon never imported torch or the user's code
         info = await s.debug_info()
