@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.distcheck-installed
+# The real third-party models (AIMNet2, MACE, SchNet) that tests/server/real validates; not needed for the demo.
+EXTRAS_STAMP := $(VENV)/.distcheck-extras-installed
 # CI and laptops get the CPU wheel of torch; users with GPUs bring their own torch (it is kept).
 TORCH_SPEC ?= torch==2.13.0
 
@@ -16,13 +18,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+$(EXTRAS_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[aimnet,mace,pyg]'
+	touch $@
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check server tests examples bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(EXTRAS_STAMP)
 	$(PY) -m pytest
 
 test: lint typecheck pytest test-extension test-e2e

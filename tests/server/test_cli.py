@@ -163,7 +163,17 @@ def test_setup_errors_exit_2_with_a_message(
 
 def test_config_forms_options_and_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     targets = {t.name: t for t in cli.load_targets(str(CONFIG))}
-    assert set(targets) == {"pair_potential", "mpnn", "charge_eq", "stress_model", "helper_model", "unaware_model"}
+    assert set(targets) == {
+        "pair_potential",
+        "mpnn",
+        "charge_eq",
+        "stress_model",
+        "helper_model",
+        "unaware_model",
+        "aimnet2",
+        "mace",
+        "schnet",
+    }
     helper = targets["helper_model"]
     assert helper.factory == f"{EXAMPLES / 'helper_model.py'}:model_factory"
     assert helper.sample == f"{EXAMPLES / 'helper_model.py'}:sample_batch" and not helper.sample_is_file

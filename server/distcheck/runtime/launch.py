@@ -167,28 +167,37 @@ def resolve_backend(backend: str, devices: Sequence[str]) -> str:
 _CONTEXTS: dict[str, Any] = {}
 
 
+BASE_PRELOAD: tuple[str, ...] = (
+    "torch",
+    "torch.distributed",
+    # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
+    # torch-function mode (about 1 s together); preloading keeps that out of every rank's forward.
+    "torch._dynamo",
+    "torch.fx.experimental.symbolic_shapes",
+    "distcheck.runtime.launch",
+    "distcheck.validate.instrument",
+)
+
+
+def preload_modules() -> list[str]:
+    """What the forkserver imports once for all ranks: `BASE_PRELOAD` plus the comma-separated modules
+    in DISTCHECK_PRELOAD (slow-to-import third-party packages such as `aimnet.models`). A module that
+    fails to import there is skipped by multiprocessing; ranks still import user code afresh."""
+    extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
+    return [*BASE_PRELOAD, *(m for m in extra if m not in BASE_PRELOAD)]
+
+
 def process_context(method: str | None = None) -> Any:
-    """The multiprocessing context ranks start from: by default a warm forkserver (torch and
-    distcheck preloaded, alive for the life of this process) where available, else spawn.
-    `method` (or the environment variable DISTCHECK_START_METHOD) forces one."""
+    """The multiprocessing context ranks start from: by default a warm forkserver (`preload_modules()`
+    imported once, alive for the life of this process) where available, else spawn. `method` (or the
+    environment variable DISTCHECK_START_METHOD) forces one."""
     method = method or os.environ.get("DISTCHECK_START_METHOD")
     if method is None:
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     if method not in _CONTEXTS:
         ctx = mp.get_context(method)
         if method == "forkserver":
-            # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
-            # torch-function mode (about 1 s together); preloading keeps that out of every rank's forward.
-            ctx.set_forkserver_preload(
-                [
-                    "torch",
-                    "torch.distributed",
-                    "torch._dynamo",
-                    "torch.fx.experimental.symbolic_shapes",
-                    "distcheck.runtime.launch",
-                    "distcheck.validate.instrument",
-                ]
-            )
+            ctx.set_forkserver_preload(preload_modules())
         _CONTEXTS[method] = ctx
     return _CONTEXTS[method]
 

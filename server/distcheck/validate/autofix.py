@@ -167,11 +167,19 @@ def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     if policy.kind != "halo" or policy.scatter_mode != "halo_correction" or not ctx.failing:
         return None
     corrected = sum(v for k, v in ctx.handler_counts.items() if k.startswith("halo_scatter_correction"))
-    if not corrected:
+    depth = int((ctx.reference.get("wrapper") or {}).get("num_interactions") or 1)
+    scattered = any(k.startswith("edge_aggregation") for k in ctx.reference.get("counts", {}))
+    if not corrected and (depth <= 1 or scattered):
         return None
     spec = ctx.spec.copy()
     spec.distribution.policy.scatter_mode = "local"
     spec.distribution.policy.halo_width = None
+    if not corrected:
+        return spec, (
+            f"the model passes messages {depth} times but none of its neighbour aggregations is a scatter the "
+            "runtime can correct (e.g. sums over a padded neighbour matrix), so halo rows are never refreshed "
+            "between layers; switched scatter_mode to local (halo as deep as the receptive field)"
+        )
     own_lists = not ctx.reference.get("neighbor_cutoffs")
     why = (
         "the backbone builds its own neighbour list (halo-unaware)"

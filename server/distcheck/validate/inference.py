@@ -5,7 +5,10 @@
   outputs (forces) are summed over copies;
 - per-graph autograd outputs other than the energy (strain stress) are per-rank partials: all-reduced;
 - `scatter_mode`: `halo_correction` when neighbours come from `batch.neighbor_list` (halo-aware),
-  `local` when the wrapper aggregates over edges it found itself (a halo-unaware backbone);
+  `local` when the wrapper aggregates over edges it found itself (a halo-unaware backbone), and
+  `local` when it passes messages more than once (`num_interactions` > 1) but none of its
+  neighbour aggregations is a scatter the runtime can correct (AIMNet2 sums over a padded
+  neighbour matrix), so halo rows could never be refreshed between layers;
 - `system_reductions` on (the handler is exact whether or not the wrapper reduces per system).
 """
 
@@ -82,11 +85,18 @@ def infer_spec(
     if "policy.scatter_mode" not in explicit:
         counts: dict[str, int] = reference.get("counts", {})
         aggregates = sum(v for k, v in counts.items() if k.startswith("edge_aggregation"))
+        depth = int(info.get("num_interactions") or 1)
         if aggregates and not reference.get("neighbor_cutoffs"):
             spec.distribution.policy.scatter_mode = "local"
             notes.append(
                 "the wrapper aggregates over edges it did not get from batch.neighbor_list (halo-unaware): "
                 "scatter_mode = local"
+            )
+        elif not aggregates and reference.get("neighbor_cutoffs") and depth > 1:
+            spec.distribution.policy.scatter_mode = "local"
+            notes.append(
+                f"the wrapper passes messages {depth} times but none of its neighbour aggregations is a scatter "
+                "the runtime can correct (e.g. sums over a padded neighbour matrix): scatter_mode = local"
             )
         else:
             notes.append(f"scatter_mode = {spec.distribution.policy.scatter_mode}")

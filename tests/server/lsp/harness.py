@@ -37,6 +37,40 @@ def copy_examples(tmp_path: Path) -> Path:
     return target
 
 
+SLOW_MODEL = """\"\"\"A pair potential whose ranks sleep in forward, so a validation stays busy.\"\"\"
+
+import time
+
+from distcheck.runtime import current_context
+from examples import pair_potential
+
+
+class Slow(pair_potential.PairPotential):
+    def forward(self, batch):
+        if current_context() is not None:  # ranks only: the reference run finishes at once
+            time.sleep(60)
+        return super().forward(batch)
+
+
+def model_factory():
+    return Slow().double()
+
+
+sample_batch = pair_potential.sample_batch
+"""
+
+
+def add_slow_target(ws: Path) -> str:
+    """Add target `slow` (ranks sleep 60 s in forward) to the copied workspace; return its name."""
+    (ws / "slow_model.py").write_text(SLOW_MODEL)
+    with (ws / "pyproject.toml").open("a") as fh:
+        fh.write(
+            '\n[[tool.distcheck.targets]]\nname = "slow"\nfactory = "slow_model.py:model_factory"\n'
+            'sample = "slow_model.py:sample_batch"\ntimeout_sec = 300\n'
+        )
+    return "slow"
+
+
 @dataclass
 class Event:
     method: str

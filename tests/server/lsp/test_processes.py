@@ -13,7 +13,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from .harness import Session, copy_examples, lsp_session
+from .harness import Session, add_slow_target, copy_examples, lsp_session
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -94,11 +94,12 @@ async def _wait_end(s: Session, token: str, since: int) -> None:
 @pytest.mark.timeout(180)
 async def test_cancel_kills_every_process_and_second_request_is_refused(tmp_path: Path) -> None:
     ws = copy_examples(tmp_path)
+    slow = add_slow_target(ws)
     async with lsp_session(ws) as s:
         mark = s.rec.mark()
         first, second = await asyncio.gather(
-            s.command("distcheck.validate", "mpnn"),
-            s.command("distcheck.validate", "mpnn"),
+            s.command("distcheck.validate", slow),
+            s.command("distcheck.validate", slow),
             return_exceptions=True,
         )
         results = [first, second]
@@ -112,7 +113,7 @@ async def test_cancel_kills_every_process_and_second_request_is_refused(tmp_path
         await _wait_progress(s, token, "rank 1 started", mark)
         info = await s.debug_info()
         old_runner = int(info["runner"]["pid"])
-        ranks = info["runs"]["mpnn"]["ranks"]
+        ranks = info["runs"][slow]["ranks"]
         before = _tree(info["pid"])
         assert old_runner in before and all(int(p) in before for p in ranks.values())
 
@@ -138,9 +139,10 @@ async def test_cancel_kills_every_process_and_second_request_is_refused(tmp_path
 @pytest.mark.timeout(180)
 async def test_runner_killed_mid_run_is_restarted_and_the_user_is_told(tmp_path: Path) -> None:
     ws = copy_examples(tmp_path)
+    slow = add_slow_target(ws)
     async with lsp_session(ws) as s:
         mark = s.rec.mark()
-        started = await s.command("distcheck.validate", "charge_eq")
+        started = await s.command("distcheck.validate", slow)
         token = started["token"]
         await _wait_progress(s, token, "rank 1 started", mark)
         info = await s.debug_info()
@@ -154,7 +156,7 @@ async def test_runner_killed_mid_run_is_restarted_and_the_user_is_told(tmp_path:
             timeout=30,
         )
         assert shown.params.type == types.MessageType.Warning
-        assert "restarted" in shown.params.message and "charge_eq" in shown.params.message
+        assert "restarted" in shown.params.message and slow in shown.params.message
         assert "Run the validation again" in shown.params.message
         logs = [m.message for m in s.rec.of("window/logMessage", mark)]
         assert any("stopped unexpectedly" in m for m in logs)
