@@ -17,7 +17,11 @@ const HELPER = "examples.thirdparty.nbops.mol_sum";
 const VALIDATION_TIMEOUT = 240_000; // the first run starts the runner, which imports torch
 
 describe("scenario: validate, quick-fix, validate again", { timeout: 900_000 }, () => {
-  const session = new Session({ name: "scenario", settings: { "distcheck.autoFix": false } });
+  const session = new Session({
+    name: "scenario",
+    settings: { "distcheck.autoFix": false },
+    prepareWorkspace: addSlowTarget,
+  });
 
   before(async () => {
     const daemon = daemonStatus();
@@ -182,11 +186,45 @@ describe("scenario: validate, quick-fix, validate again", { timeout: 900_000 }, 
   it("Cancel validation stops a running validation", () =>
     session.step("cancel", async () => {
       await session.palette("Distcheck: Validate distribution");
-      await session.quickPick("mpnn");
-      await session.waitForStatus(/Distcheck mpnn/, 30_000);
+      await session.quickPick("slow");
+      await session.waitForStatus(/Distcheck slow/, 30_000);
       await session.palette("Distcheck: Cancel validation");
-      await session.page.locator(".statusbar-item", { hasText: "Distcheck: cancelled mpnn" }).first().waitFor({ timeout: 30_000 });
+      await session.page.locator(".statusbar-item", { hasText: "Distcheck: cancelled slow" }).first().waitFor({ timeout: 30_000 });
       await session.shot("cancelled");
       await session.waitForStatus(/✓ helper_model/, 30_000);
     }));
 });
+
+/** A target whose ranks sleep in forward, so a validation is still running when the test cancels it. */
+function addSlowTarget(workspace: string): void {
+  fs.writeFileSync(
+    path.join(workspace, "slow_model.py"),
+    [
+      '"""A pair potential whose ranks sleep in forward, so a validation stays busy."""',
+      "import time",
+      "",
+      "from distcheck.runtime import current_context",
+      "from examples import pair_potential",
+      "",
+      "",
+      "class Slow(pair_potential.PairPotential):",
+      "    def forward(self, batch):",
+      "        if current_context() is not None:",
+      "            time.sleep(60)",
+      "        return super().forward(batch)",
+      "",
+      "",
+      "def model_factory():",
+      "    return Slow().double()",
+      "",
+      "",
+      "sample_batch = pair_potential.sample_batch",
+      "",
+    ].join("\n"),
+  );
+  fs.appendFileSync(
+    path.join(workspace, "pyproject.toml"),
+    '\n[[tool.distcheck.targets]]\nname = "slow"\nfactory = "slow_model.py:model_factory"\n' +
+      'sample = "slow_model.py:sample_batch"\ntimeout_sec = 300\n',
+  );
+}

@@ -196,7 +196,9 @@ def _evaluate(
     )
     error = None
     nonfinite = nonfinite_report(run.rank_outputs)
-    if nonfinite and not passed:
+    if nonfinite:
+        # A NaN on any rank fails the attempt, even in a replicated output consolidation took from rank 0.
+        passed = False
         first = nonfinite[0]
         error = WorkerError(
             type="NonFiniteOutput",

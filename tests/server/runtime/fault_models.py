@@ -49,6 +49,8 @@ class Energy(nn.Module):
         energy = torch.zeros(batch.num_systems, dtype=e.dtype).index_add(0, batch.batch, e)
         if self.failure == "nan" and _rank() == 0:
             energy = energy * float("nan")
+        if self.failure == "nan_rank1" and _rank() == 1:  # a replicated output: consolidation reads rank 0
+            energy = energy * float("nan")
         return {"energy": energy}
 
 
@@ -104,3 +106,7 @@ def sample() -> Batch:
 
 def factory_nan() -> Energy:
     return Energy("nan")
+
+
+def factory_nan_rank1() -> Energy:
+    return Energy("nan_rank1")

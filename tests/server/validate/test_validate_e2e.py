@@ -141,6 +141,13 @@ def test_nan_output_names_rank_and_output() -> None:
     assert err is not None and err.type == "NonFiniteOutput" and err.rank == 0 and "energy" in err.message
 
 
+def test_nan_in_a_replicated_output_of_another_rank_still_fails() -> None:
+    report = validate_on_cpu(f"{FAULTS}:factory_nan_rank1", pair_potential.sample_batch(), auto_fix=False)
+    assert not report.ok
+    err = report.attempts[0].error
+    assert err is not None and err.type == "NonFiniteOutput" and err.rank == 1 and "energy" in err.message
+
+
 def test_lambda_factory_is_refused_up_front() -> None:
     with pytest.raises(FactoryError, match="module scope"):
         validate_on_cpu(lambda: None, pair_potential.sample_batch())
