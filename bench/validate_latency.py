@@ -17,6 +17,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
+DEVICE = "cpu"
+
+
 def _attempt(method: str, world_size: int, instrumented: bool, model: str = "mpnn") -> tuple[float, float]:
     import importlib
 
@@ -38,6 +41,7 @@ def _attempt(method: str, world_size: int, instrumented: bool, model: str = "mpn
         batch,
         spec,
         world_size=world_size,
+        device=DEVICE,
         start_method=method,
         instrumentation="distcheck.validate.instrument:RankInstrumentation" if instrumented else None,
         instrumentation_options=options if instrumented else None,
@@ -51,11 +55,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (every rank on that device)")
+    parser.add_argument("--skip-validate", action="store_true", help="leave out the whole-validation timing")
     args = parser.parse_args()
-    from distcheck import validate_on_cpu
+    global DEVICE
+    DEVICE = args.device
+    from distcheck import trace_and_validate, validate_on_cpu
     from examples import mpnn
 
-    print(f"MPNN example ({mpnn.sample_batch().num_atoms} atoms), world_size {args.world_size}, CPU/gloo")
+    def validate(world_size: int) -> None:
+        if DEVICE == "cpu":
+            validate_on_cpu(mpnn.model_factory, mpnn.sample_batch(), world_size=world_size)
+        else:
+            trace_and_validate(mpnn.model_factory, mpnn.sample_batch(), world_size=world_size, device=DEVICE)
+
+    print(f"MPNN example ({mpnn.sample_batch().num_atoms} atoms), world_size {args.world_size}, {DEVICE}, gloo")
     rows = []
     for method in ("forkserver", "spawn"):
         _attempt(method, args.world_size, True)  # warm-up: starts the pool for forkserver
@@ -66,12 +80,12 @@ def main() -> None:
             forwards.append(fwd)
         os.environ["DISTCHECK_START_METHOD"] = method
         t0 = time.perf_counter()
-        validate_on_cpu(mpnn.model_factory, mpnn.sample_batch(), world_size=args.world_size)
+        validate(args.world_size)
         total = time.perf_counter() - t0
         del os.environ["DISTCHECK_START_METHOD"]
         wall, fwd = statistics.median(walls), statistics.median(forwards)
         rows.append((method, wall, wall - fwd, total))
-    print(f"{'start method':<12} {'attempt wall s':>15} {'start-up s':>11} {'validate_on_cpu s':>18}")
+    print(f"{'start method':<12} {'attempt wall s':>15} {'start-up s':>11} {'validation s':>18}")
     for method, wall, startup, total in rows:
         print(f"{method:<12} {wall:>15.3f} {startup:>11.3f} {total:>18.3f}")
     print(f"start-up ratio spawn/forkserver: {rows[1][2] / rows[0][2]:.2f}x")
