@@ -6,20 +6,7 @@ defining `model_factory`, or the name of a target in `[tool.distcheck]` of the n
 to stderr one plain line per event; the report goes to stdout. Exit codes: 0 passed, 1 failed,
 2 usage or setup error (and a report whose verdict is "error"), 3 inconclusive, 130 interrupted.
 
-Configuration (paths relative to the pyproject's directory)::
-
-    [tool.distcheck]
-    python_path = ["src"]        # prepended to sys.path (and PYTHONPATH) before importing anything
-    world_size = 2               # any validator option here is a default for every target
-
-    [[tool.distcheck.targets]]
-    name = "my_model"
-    factory = "models/my_model.py:model_factory"    # or "mypkg.models:model_factory"
-    sample = "data/water.extxyz"                     # or "models/my_model.py:sample_batch"
-    spec = "my_model.distspec.json"                  # prior spec (optional; skipped if missing)
-    watched_helper_packages = ["aimnet.nbops"]
-
-or one target directly in `[tool.distcheck]` (`factory`, `sample`, optional `name`, `spec`, options).
+Targets and their configuration are read by `distcheck.targets` (see its docstring for the format).
 The directory of the pyproject is put on `sys.path` too; with a factory reference on the command line
 the current directory is (as `python -m` does).
 
@@ -45,6 +32,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
+from .report import tolerance_for
 from .targets import (
     ConfigError,
     Target,
@@ -212,15 +200,6 @@ def _progress_line(event: str, info: Mapping[str, Any]) -> str:
     return f"{event}" + (f" ({details})" if details else "")
 
 
-def _tolerance(tol: object, name: str, kind: str) -> object:
-    if isinstance(tol, Mapping):
-        for key in (name, kind, "default"):
-            if key in tol:
-                return tol[key]
-        return None
-    return tol
-
-
 def _fmt(x: object) -> str:
     if isinstance(x, float):
         return f"{x:.3g}"
@@ -240,8 +219,8 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
         for name, v in best.verdicts.items():
             case = ET.Element("testcase", {"classname": classname, "name": name})
             if not v.passed:
-                atol = _tolerance(meta.get("atol"), name, v.kind)
-                rtol = _tolerance(meta.get("rtol"), name, v.kind)
+                atol = tolerance_for(meta.get("atol"), name, v.kind)
+                rtol = tolerance_for(meta.get("rtol"), name, v.kind)
                 message = (
                     f"{name} ({v.kind}): {v.status}, max abs diff {_fmt(v.max_abs_diff)} (atol {_fmt(atol)}), "
                     f"max rel diff {_fmt(v.max_rel_diff)} (rtol {_fmt(rtol)}), "

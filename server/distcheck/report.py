@@ -53,6 +53,7 @@ __all__ = [
     "OutputVerdict",
     "TraceReport",
     "WorkerError",
+    "tolerance_for",
 ]
 
 REPORT_VERSION = 1
@@ -865,7 +866,9 @@ def _json_line(value: object) -> str:
         return _clean(repr(value), one_line=True)
 
 
-def _tolerance(tol: object, name: str, kind: str) -> object:
+def tolerance_for(tol: object, name: str, kind: str) -> object:
+    """The tolerance that applies to output `name` of `kind`: `tol` itself, or its entry by name, then kind,
+    then `"default"` when `tol` is a mapping (None when none applies)."""
     if isinstance(tol, Mapping):
         for key in (name, kind, "default"):
             if key in tol:
@@ -983,8 +986,8 @@ class _Renderer:
                 state, style = f"{v.status} ({v.n_failing}/{v.n_total})", "red"
                 if v.worst_index is not None:
                     state += f" worst at {v.worst_index}"
-            cells = [name, kind, _num(abs_diff), _num(_tolerance(atol, name, kind))]
-            cells += [_num(rel_diff), _num(_tolerance(rtol, name, kind)), state]
+            cells = [name, kind, _num(abs_diff), _num(tolerance_for(atol, name, kind))]
+            cells += [_num(rel_diff), _num(tolerance_for(rtol, name, kind)), state]
             rows.append([_clean(c, one_line=True) for c in cells])
             styles.append(style)
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

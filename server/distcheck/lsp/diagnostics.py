@@ -22,7 +22,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport
+from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, tolerance_for
 from ..spec import validate_json
 from . import jsontext, locate
 from .text import LineIndex, Span
@@ -106,15 +106,6 @@ def _num(x: object) -> str:
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return f"{x:.3g}"
     return str(x)
-
-
-def _tolerance(tol: object, name: str, kind: str) -> object:
-    if isinstance(tol, Mapping):
-        for key in (name, kind, "default"):
-            if key in tol:
-                return tol[key]
-        return None
-    return tol
 
 
 def _range(span: Span) -> types.Range:
@@ -315,8 +306,8 @@ def describe_change(change: Mapping[str, Any]) -> str:
 
 
 def _verdict_message(v: OutputVerdict, attempt: Attempt, meta: Mapping[str, Any]) -> str:
-    atol = _tolerance(meta.get("atol"), v.name, v.kind)
-    rtol = _tolerance(meta.get("rtol"), v.name, v.kind)
+    atol = tolerance_for(meta.get("atol"), v.name, v.kind)
+    rtol = tolerance_for(meta.get("rtol"), v.name, v.kind)
     which = f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
     if v.status == "missing":
         return f"output {v.name!r} is missing from the distributed outputs under {which}"
