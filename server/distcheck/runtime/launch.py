@@ -182,7 +182,9 @@ BASE_PRELOAD: tuple[str, ...] = (
 def preload_modules() -> list[str]:
     """What the forkserver imports once for all ranks: `BASE_PRELOAD` plus the comma-separated modules
     in DISTCHECK_PRELOAD (slow-to-import third-party packages such as `aimnet.models`). A module that
-    fails to import there is skipped by multiprocessing; ranks still import user code afresh."""
+    fails to import there is skipped by multiprocessing; ranks still import user code afresh. A module
+    that initialises CUDA on import must not be preloaded: processes forked from the pool then cannot
+    use the GPU ("CUDA error: initialization error")."""
     extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
     return [*BASE_PRELOAD, *(m for m in extra if m not in BASE_PRELOAD)]
 

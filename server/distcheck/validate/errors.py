@@ -357,6 +357,12 @@ def translate(
         return _oom_hint(f, memory_by_rank)
     if _DUPLICATE_GPU.search(f.message):
         return _duplicate_gpu_hint(f)
+    if "CUDA error: initialization error" in f.message:
+        return (
+            f"CUDA could not start{_where(f)}: it was already initialised in the warm process pool the rank "
+            "was forked from, usually by a module named in DISTCHECK_PRELOAD that touches the GPU on import. "
+            "Remove that module from DISTCHECK_PRELOAD, or set DISTCHECK_START_METHOD=spawn."
+        )
     if _AUTOGRAD.search(f.message):
         return _autograd_hint(f)
     # A rank still running when the run was stopped: the launcher records it with no exit code.

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.launch import _CONTEXTS
 from distcheck.spec import MLIPSpec
@@ -24,7 +26,13 @@ WARM_MODULE = "examples.real.warm"
 
 
 def _add_warm_preload() -> bool:
-    """Ask distcheck's forkserver to preload `WARM_MODULE` (DISTCHECK_PRELOAD), unless its context exists."""
+    """Ask distcheck's forkserver to preload `WARM_MODULE` (DISTCHECK_PRELOAD), unless its context exists.
+
+    Not on a GPU machine: importing these packages initialises CUDA in the pool, and a process forked
+    from it then fails with "CUDA error: initialization error" (measured on the H200).
+    """
+    if torch.cuda.is_available():
+        return False
     if "forkserver" in _CONTEXTS:
         return WARM_MODULE in os.environ.get("DISTCHECK_PRELOAD", "")
     current = [m for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m]

@@ -390,3 +390,10 @@ def test_modules_do_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cuda_initialised_in_the_pool_is_explained() -> None:
+    hint = translate(
+        {"type": "AcceleratorError", "message": "CUDA error: initialization error", "phase": "forward", "rank": 1}
+    )
+    assert "DISTCHECK_PRELOAD" in hint and "spawn" in hint
