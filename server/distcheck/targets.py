@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "KIND_WORDS",
     "OPTION_ALIASES",
     "OPTION_TYPES",
     "ConfigError",
@@ -356,13 +357,14 @@ def check_type(value: Any, kind: str) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-_KIND_WORDS = {
+KIND_WORDS = {
     "int": "an integer",
     "float": "a number",
     "bool": "true or false",
     "str": "a string",
     "list[str]": "a list of strings",
 }
+"""How an error message names each option kind of `check_type`."""
 
 _LineOf = Callable[[str], "int | None"]
 
@@ -397,8 +399,8 @@ def _options(
             )
         if not check_type(value, kind):
             raise ConfigError(
-                f"{where}: {raw_key!r} must be {_KIND_WORDS[kind]}, got {value!r}",
-                f"write {raw_key} = <{_KIND_WORDS[kind]}>",
+                f"{where}: {raw_key!r} must be {KIND_WORDS[kind]}, got {value!r}",
+                f"write {raw_key} = <{KIND_WORDS[kind]}>",
                 config=config,
                 line=line_of(raw_key),
             )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..targets import (
+    KIND_WORDS,
     OPTION_ALIASES,
     OPTION_TYPES,
     ConfigError,
@@ -64,13 +65,6 @@ SETTING_KEYS: dict[str, str] = {
 """Client setting (camelCase, under `distcheck.`) → validator option."""
 
 TRACE_LEVELS = ("off", "messages", "verbose")
-_KIND_WORDS = {
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true or false",
-    "str": "a string",
-    "list[str]": "a list of strings",
-}
 
 TextOf = Callable[[str], "str | None"]
 """The text of a file: an open editor buffer when there is one, else the disk; None when missing."""
@@ -109,7 +103,7 @@ def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any]
             problems.append(f"{prefix}{key} is not a distcheck option (known: {', '.join(SETTING_KEYS)})")
             continue
         if not check_type(value, kind):
-            problems.append(f"{prefix}{key} must be {_KIND_WORDS[kind]}, got {value!r}; fix it or remove it")
+            problems.append(f"{prefix}{key} must be {KIND_WORDS[kind]}, got {value!r}; fix it or remove it")
             continue
         candidate = float(value) if kind == "float" else value
         try:
