@@ -24,6 +24,7 @@ _EXPORTS = {
     "TraceReport": "distcheck.report",
     "trace_and_validate": "distcheck.validate",
     "validate_on_cpu": "distcheck.validate",
+    "validate_launched": "distcheck.validate",
 }
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "__version__",
     "run_distributed",
     "trace_and_validate",
+    "validate_launched",
     "validate_on_cpu",
 ]
 
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from .report import TraceReport
     from .runtime import DistributedError, DistributedRun, RankTimeout, SetupError, run_distributed
     from .spec import MLIPSpec, SpecError
-    from .validate import trace_and_validate, validate_on_cpu
+    from .validate import trace_and_validate, validate_launched, validate_on_cpu
 
 
 def __getattr__(name: str) -> Any:

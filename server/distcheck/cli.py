@@ -406,26 +406,48 @@ def _resolve_device(options: dict[str, Any], printer: _Printer) -> str | list[st
     return device
 
 
-def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> TraceReport:
+def _prior_spec(target: Target, printer: _Printer) -> Any:
+    """The spec to start from: the target's spec file when it exists (or was asked for), else None."""
     from .spec import MLIPSpec
-    from .validate import trace_and_validate, validate_on_cpu
 
+    if target.spec is None:
+        return None
+    if os.path.exists(target.spec) or target.spec_required:
+        return MLIPSpec.load(target.spec)
+    printer.notice(
+        f"spec file {target.spec} does not exist yet; starting from the wrapper's distribution_spec "
+        f"(write it with --save-spec {os.path.relpath(target.spec)})"
+    )
+    return None
+
+
+def _loaded_factory(target: Target) -> Any:
     factory = _import(target.factory, "factory")
     if not callable(factory):
         raise ConfigError(
             f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
             "point TARGET at a function that returns the model",
         )
+    return factory
+
+
+def _describe_target(report: TraceReport, target: Target, factory: Any, sample_info: dict[str, Any]) -> None:
+    if report.target is None:
+        report.target = {
+            "name": target.name,
+            "factory": _source_of(factory, target.factory),
+            "sample": sample_info,
+            "spec_path": target.spec,
+            "config": target.config,
+        }
+
+
+def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> TraceReport:
+    from .validate import trace_and_validate, validate_on_cpu
+
+    factory = _loaded_factory(target)
     batch, sample_info = _load_sample(target, factory)
-    spec: MLIPSpec | None = None
-    if target.spec is not None:
-        if os.path.exists(target.spec) or target.spec_required:
-            spec = MLIPSpec.load(target.spec)
-        else:
-            printer.notice(
-                f"spec file {target.spec} does not exist yet; starting from the wrapper's distribution_spec "
-                f"(write it with --save-spec {os.path.relpath(target.spec)})"
-            )
+    spec = _prior_spec(target, printer)
     device = _resolve_device(options, printer)
     kwargs = dict(options, progress=printer.progress, spec=spec)
     if device == "cpu":
@@ -435,14 +457,60 @@ def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> Tra
         report = validate_on_cpu(target.factory, batch, **kwargs)
     else:
         report = trace_and_validate(target.factory, batch, device=device, **kwargs)
-    if report.target is None:
-        report.target = {
-            "name": target.name,
-            "factory": _source_of(factory, target.factory),
-            "sample": sample_info,
-            "spec_path": target.spec,
-            "config": target.config,
-        }
+    _describe_target(report, target, factory, sample_info)
+    return report
+
+
+_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _launched_rank(choice: str, environ: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank when the validation runs across a launched job (`--launcher torchrun`, or
+    `auto` with the launcher's variables set), else None."""
+    env = os.environ if environ is None else environ
+    missing = [k for k in _LAUNCHER_VARS if k not in env]
+    if choice == "local":
+        return None
+    if missing:
+        if choice == "torchrun":
+            raise ConfigError(
+                f"--launcher torchrun, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set",
+                "start it with torchrun, e.g. torchrun --nproc-per-node=2 -m distcheck validate TARGET",
+            )
+        return None
+    try:
+        return int(env["RANK"])
+    except ValueError:
+        raise ConfigError(f"RANK={env['RANK']!r} is not a number", "let torchrun set RANK") from None
+
+
+def _validate_launched(
+    target: Target, options: dict[str, Any], printer: _Printer, rank: int, cli_world_size: int | None
+) -> TraceReport | None:
+    """Every rank of a launched job runs this; rank 0 gets the report, the others None."""
+    from .validate import validate_launched
+
+    factory = _loaded_factory(target)
+    batch: Any = None
+    sample_info: dict[str, Any] = {}
+    spec: Any = None
+    if rank == 0:  # the sample and the prior spec travel from rank 0 with every attempt
+        batch, sample_info = _load_sample(target, factory)
+        spec = _prior_spec(target, printer)
+    job_size = int(os.environ["WORLD_SIZE"])
+    world_size = options.pop("world_size", None)
+    if world_size is not None and world_size != job_size:
+        if cli_world_size is not None:
+            raise ConfigError(
+                f"--world-size {world_size} but the launcher started {job_size} ranks",
+                "leave out --world-size under torchrun (the job's size is --nnodes × --nproc-per-node)",
+            )
+        printer.notice(f"world_size {world_size} from the config is replaced by the launcher's {job_size} ranks")
+    text = str(options.pop("device", "auto"))
+    device: str | list[str] = text.split(",") if "," in text else text
+    report = validate_launched(target.factory, batch, device=device, progress=printer.progress, spec=spec, **options)
+    if report is not None:
+        _describe_target(report, target, factory, sample_info)
     return report
 
 
@@ -506,13 +574,20 @@ def _pop_python_path(state: _PathState) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    printer = _Printer(err, args.quiet)
+    rank = _launched_rank(args.launcher)
+    printer = _Printer(err, args.quiet or bool(rank))  # under a launcher, rank 0 speaks for the job
     target = _resolve_target(args)
     options = {**target.options, **_cli_options(args)}
     check_options(options)
     state = _push_python_path(target.python_path)
     try:
-        report = _validate(target, options, printer)
+        if rank is None:
+            report = _validate(target, options, printer)
+        else:
+            launched = _validate_launched(target, options, printer, rank, args.world_size)
+            if launched is None:
+                return EXIT_PASSED  # a follower: rank 0 reports the verdict
+            report = launched
         return _finish(report, target, args, printer, out)
     finally:
         _pop_python_path(state)
@@ -582,6 +657,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--helper-sample-every", type=int, metavar="N", help="record every Nth helper call (default 8)")
     g.add_argument("--no-layer-diagnostic", action="store_true", help="skip the per-module divergence search")
     g.add_argument("--spec", metavar="PATH", help="prior spec file to start from")
+    g.add_argument(
+        "--launcher",
+        choices=("auto", "local", "torchrun"),
+        default="auto",
+        help="local: distcheck starts the ranks on this machine; torchrun: this process is one rank of a job "
+        "torchrun started (one node or many; see the README); auto (default): torchrun when its RANK, "
+        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set",
+    )
     o = v.add_argument_group("output")
     o.add_argument("--json", metavar="FILE", help="write the report as JSON")
     o.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per output)")
@@ -592,8 +675,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _rank_tag() -> str:
+    """` (rank N)` in a launched job of several ranks, where every rank writes to the same log."""
+    rank, size = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
+    return f" (rank {rank})" if rank is not None and size.isdigit() and int(size) > 1 else ""
+
+
 def _error(err: TextIO, message: str, hint: str = "") -> None:
-    err.write(f"distcheck: error: {message}\n")
+    err.write(f"distcheck: error{_rank_tag()}: {message}\n")
     if hint:
         err.write(f"  what to do: {hint}\n")
     err.flush()

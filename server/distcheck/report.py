@@ -927,6 +927,9 @@ class _Renderer:
         ]
         if parts:
             self.add(", ".join(parts), 2)
+        hosts = r.meta.get("hosts")
+        if r.meta.get("launcher") == "torchrun" and isinstance(hosts, list):
+            self.add(_clean(f"ranks started by torchrun on {len(hosts)} host(s): {', '.join(map(str, hosts))}"), 2)
         factory = (r.target or {}).get("factory")
         if isinstance(factory, Mapping):
             where = f"{factory.get('file', '?')}:{factory.get('line', '?')}"

@@ -18,7 +18,6 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,16 +29,18 @@ from ..batch import Batch, as_batch
 from ..spec import MLIPSpec
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
-from .factory import FactoryRef, load_object, resolve_factory
+from .factory import FactoryRef, resolve_factory
+from .rank import NCCL_SAFE_ENV, configure_rank_process, error_record, forward_rank, prepare_rank
 
-__all__ = ["DistributedRun", "RankRecord", "resolve_backend", "resolve_devices", "run_distributed"]
-
-NCCL_SAFE_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
-"""Set in every rank: NVLink multicast stays off (see the device notes in the README)."""
+__all__ = [
+    "NCCL_SAFE_ENV",
+    "DistributedRun",
+    "RankRecord",
+    "assemble_run",
+    "resolve_backend",
+    "resolve_devices",
+    "run_distributed",
+]
 
 
 @dataclass
@@ -260,11 +261,12 @@ def write_phase(workdir: str, rank: int, phase: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-def traceback_frames(tb: Any) -> list[dict[str, Any]]:
-    return [
-        {"file": os.path.abspath(f.filename), "line": f.lineno or 0, "function": f.name}
-        for f in traceback.extract_tb(tb)
-    ]
+def write_error(workdir: str, rank: int, record: dict[str, Any]) -> None:
+    """Publish a rank's error record atomically: the parent may read it while the rank is still dying."""
+    path = os.path.join(workdir, f"rank{rank}.error.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(record, fh)
+    os.replace(path + ".tmp", path)
 
 
 def _rank_entry(rank: int, job: dict[str, Any]) -> None:
@@ -286,15 +288,7 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
         write_phase(workdir, rank, "done")
         code = 0
     except BaseException as exc:  # report everything, including SystemExit from user code
-        record = {
-            "type": type(exc).__name__,
-            "message": str(exc),
-            "frames": traceback_frames(exc.__traceback__),
-            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-            "peak_memory_bytes": _peak_memory(job, rank),
-        }
-        with open(os.path.join(workdir, f"rank{rank}.error.json"), "w") as fh:
-            json.dump(record, fh)
+        write_error(workdir, rank, error_record(exc, job["devices"][rank]))
     finally:
         try:
             sys.stdout.flush()
@@ -303,34 +297,12 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
             os._exit(code)  # never hang in interpreter teardown or a half-dead process group
 
 
-def _peak_memory(job: dict[str, Any], rank: int) -> int | None:
-    """Peak GPU memory of this rank's device, for an out-of-memory report (None on the CPU)."""
-    device = str(job["devices"][rank])
-    if not device.startswith("cuda") or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        return None
-    try:
-        return int(torch.cuda.max_memory_allocated(torch.device(device)))
-    except Exception:
-        return None
-
-
 def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     import torch.distributed as dist
 
-    from .model import DistributedModel, build_rank_context
-
     workdir, world_size = job["workdir"], job["world_size"]
-    os.environ.update(NCCL_SAFE_ENV)
-    os.environ["DISTCHECK_RANK"] = str(rank)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
-    os.environ.update(job.get("env", {}))
-    threads = max(1, (os.cpu_count() or 1) // world_size)
-    torch.set_num_threads(threads)
     device = torch.device(job["devices"][rank])
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    timings: dict[str, float] = {}
+    configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
     t0 = time.perf_counter()
     write_phase(workdir, rank, "rendezvous")
     dist.init_process_group(
@@ -341,64 +313,20 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
         timeout=timedelta(seconds=max(1.0, float(job["timeout"]))),
         device_id=device if job["backend"] == "nccl" else None,
     )
-    timings["rendezvous"] = time.perf_counter() - t0
-    write_phase(workdir, rank, "factory")
-    t1 = time.perf_counter()
-    factory: FactoryRef = job["factory"]
-    wrapper = factory.load()()
-    if isinstance(wrapper, torch.nn.Module):
-        wrapper = wrapper.to(device)
-    timings["factory"] = time.perf_counter() - t1
-    batch = Batch.from_state(job["batch"]).to(device)
-    spec = MLIPSpec.from_dict(job["spec"])
-    write_phase(workdir, rank, "partition")
-    ctx, part = build_rank_context(batch, spec, wrapper, rank, world_size, group=None, device=device)
-    model = DistributedModel(wrapper, spec, ctx, observe_dispatch=job.get("observe_dispatch", True))
-    local = model.local_batch(batch)
-    instrument = None
-    if job.get("instrumentation"):
-        instrument = load_object(job["instrumentation"])(job.get("instrumentation_options") or {})
-    write_phase(workdir, rank, "ready")
-    t_ready = time.perf_counter()
-    dist.barrier()  # so the forward's timing does not include waiting for slower peers to start
-    timings["wait_peers"] = time.perf_counter() - t_ready
-    write_phase(workdir, rank, "forward")
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    t2 = time.perf_counter()
-    with instrument.attach(wrapper, ctx, local) if instrument is not None else contextlib.nullcontext():
-        outputs = model(local)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    timings["forward"] = time.perf_counter() - t2
-    timings["collectives"] = ctx.timings.get("collectives", 0.0)
-    write_phase(workdir, rank, "collect")
-    counts = part.ranks[rank].counts(batch.num_atoms)
-    record = {
-        "rank": rank,
-        "device": str(device),
-        **counts,
-        "per_system": part.ranks[rank].per_system,
-        "handler_counts": dict(ctx.handler_counts),
-        "timings": timings,
-        "requested_cutoffs": list(ctx.requested_cutoffs),
-        "halo_width": float(ctx.halo_width),
-        "peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0,
-    }
-    instrumentation = instrument.collect() if instrument is not None else None
-    host_outputs = {k: v.detach().to("cpu") for k, v in outputs.items()}
+    rendezvous = time.perf_counter() - t0
+
+    def phase(name: str) -> None:
+        write_phase(workdir, rank, name)
+
+    prepared = prepare_rank(rank, world_size, job, device, phase)
+    prepared.timings["rendezvous"] = rendezvous
+    result = forward_rank(prepared, phase)
     try:
         dist.barrier()
         dist.destroy_process_group()
     except Exception:
         pass
-    return {
-        "outputs": host_outputs,
-        "record": record,
-        "local_ids": ctx.local_ids.cpu(),
-        "owned_mask": ctx.owned_mask.cpu(),
-        "instrumentation": instrumentation,
-    }
+    return result
 
 
 # -- the parent ------------------------------------------------------------------------------------
@@ -416,9 +344,13 @@ def read_failure(workdir: str, rank: int, exitcode: int | None) -> RankFailure:
     except OSError:
         pass
     err_path = os.path.join(workdir, f"rank{rank}.error.json")
-    if os.path.exists(err_path):
+    rec: dict[str, Any] | None = None
+    try:
         with open(err_path) as fh:
             rec = json.load(fh)
+    except (OSError, ValueError):
+        pass
+    if rec is not None:
         return RankFailure(
             rank=rank,
             type=rec["type"],
@@ -554,28 +486,46 @@ def run_distributed(
     finally:
         stop_all(procs)
         shutil.rmtree(workdir, ignore_errors=True)
-    rows = [RankRows(local_ids=res["local_ids"], owned_mask=res["owned_mask"]) for res in results]
-    rank_outputs = [res["outputs"] for res in results]
-    merged = consolidate(rank_outputs, rows, the_spec, the_batch.num_atoms, the_batch.num_systems)
-    records = [RankRecord(**res["record"]) for res in results]
-    instrumented = [res.get("instrumentation") for res in results]
-    return DistributedRun(
-        outputs=merged.outputs,
-        rank_outputs=rank_outputs,
-        records=records,
-        rows=rows,
-        spec=the_spec,
-        kinds=merged.kinds,
-        replica_spread=merged.replica_spread,
-        world_size=world_size,
+    return assemble_run(
+        results,
+        the_spec,
+        the_batch,
         backend=resolved_backend,
         devices=devices,
-        num_atoms=the_batch.num_atoms,
-        num_systems=the_batch.num_systems,
-        instrumentation=instrumented,
         timings={
             "start": t_started - t_start,
             "ranks": t_done - t_started,
             "total": time.perf_counter() - t_start,
         },
+    )
+
+
+def assemble_run(
+    results: Sequence[dict[str, Any]],
+    spec: MLIPSpec,
+    batch: Batch,
+    *,
+    backend: str,
+    devices: Sequence[str],
+    timings: dict[str, float],
+) -> DistributedRun:
+    """A `DistributedRun` from what every rank's `forward_rank` returned, consolidated under `spec`."""
+    rows = [RankRows(local_ids=res["local_ids"], owned_mask=res["owned_mask"]) for res in results]
+    rank_outputs = [res["outputs"] for res in results]
+    merged = consolidate(rank_outputs, rows, spec, batch.num_atoms, batch.num_systems)
+    return DistributedRun(
+        outputs=merged.outputs,
+        rank_outputs=rank_outputs,
+        records=[RankRecord(**res["record"]) for res in results],
+        rows=rows,
+        spec=spec,
+        kinds=merged.kinds,
+        replica_spread=merged.replica_spread,
+        world_size=len(results),
+        backend=backend,
+        devices=list(devices),
+        num_atoms=batch.num_atoms,
+        num_systems=batch.num_systems,
+        instrumentation=[res.get("instrumentation") for res in results],
+        timings=timings,
     )

@@ -18,6 +18,7 @@ from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, Worke
 from ..report import Frame as ReportFrame
 from ..runtime.errors import DistributedError, SetupError
 from ..runtime.factory import FactoryRef, resolve_factory
+from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..spec import MLIPSpec
 from .autofix import FixContext, propose
@@ -35,6 +36,8 @@ __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
 DEFAULT_WATCHED_HELPERS: tuple[str, ...] = ("aimnet.nbops",)
 
 ProgressCallback = Callable[[str, Mapping[str, Any]], None]
+
+RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
 
 
 def trace_and_validate(
@@ -285,7 +288,11 @@ def _validate(
     layer_diagnostic: bool,
     progress: ProgressCallback | None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
+    session: GroupSession | None = None,
 ) -> TraceReport:
+    """The pipeline behind every entry point. With `session` (rank 0 of a launched job) attempts run on
+    the job's ranks and `world_size`, `device` and `backend` are the job's; otherwise `run_distributed`
+    starts the ranks."""
     t_start = time.perf_counter()
     ref: FactoryRef = resolve_factory(model_factory)
     batch: Batch = as_batch(sample_batch)
@@ -293,8 +300,11 @@ def _validate(
         raise SetupError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
     if max_fix_attempts < 0:
         raise SetupError(f"max_fix_attempts must be >= 0, got {max_fix_attempts}")
-    devices = resolve_devices(device, world_size)
-    resolved_backend = resolve_backend(backend, devices)
+    if session is not None:
+        world_size, devices, resolved_backend = session.world_size, session.devices, session.backend
+    else:
+        devices = resolve_devices(device, world_size)
+        resolved_backend = resolve_backend(backend, devices)
     if spec is not None:
         MLIPSpec.coerce(spec)  # a broken prior is a setup error, raised before anything starts
     prior = spec
@@ -320,7 +330,11 @@ def _validate(
         "num_systems": batch.num_systems,
         "versions": {"distcheck": __version__, "torch": torch.__version__, "python": platform.python_version()},
         "harness": "cpu" if devices[0] == "cpu" else "gpu",
+        "launcher": "local" if session is None else "torchrun",
     }
+    if session is not None:
+        meta["hosts"] = session.hosts
+        meta["placement"] = session.placement
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:
@@ -369,22 +383,32 @@ def _validate(
         t1 = time.perf_counter()
         if needs_run or run is None:
             try:
-                run = run_distributed(
-                    ref,
-                    batch,
-                    current,
-                    world_size=world_size,
-                    device=devices,
-                    backend=resolved_backend,
-                    timeout_sec=timeout_sec,
-                    instrumentation="distcheck.validate.instrument:RankInstrumentation",
-                    instrumentation_options={
-                        "helper_packages": watched,
-                        "helper_sample_every": helper_sample_every,
-                        "layer_diagnostic": layer_diagnostic,
-                    },
-                    on_event=lambda name, info: _emit(progress, name, **info),
-                )
+                instrumentation_options = {
+                    "helper_packages": watched,
+                    "helper_sample_every": helper_sample_every,
+                    "layer_diagnostic": layer_diagnostic,
+                }
+                if session is not None:
+                    run = session.run(
+                        ref,
+                        batch,
+                        current,
+                        instrumentation=RANK_INSTRUMENTATION,
+                        instrumentation_options=instrumentation_options,
+                    )
+                else:
+                    run = run_distributed(
+                        ref,
+                        batch,
+                        current,
+                        world_size=world_size,
+                        device=devices,
+                        backend=resolved_backend,
+                        timeout_sec=timeout_sec,
+                        instrumentation=RANK_INSTRUMENTATION,
+                        instrumentation_options=instrumentation_options,
+                        on_event=lambda name, info: _emit(progress, name, **info),
+                    )
             except DistributedError as err:
                 attempts.append(
                     _failed_attempt(index, current, rationale, rule, err, {"attempt": time.perf_counter() - t1})

@@ -10,11 +10,9 @@ where the wrapper's class is defined.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import tempfile
 import time
-import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +23,8 @@ from torch.overrides import TorchFunctionMode
 from ..batch import Batch
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
-from ..runtime.launch import main_hidden, process_context, read_failure, stop_all, traceback_frames, write_phase
+from ..runtime.launch import main_hidden, process_context, read_failure, stop_all, write_error, write_phase
+from ..runtime.rank import error_record
 from .helpers import HelperTracer
 from .layers import LayerRecorder
 
@@ -183,16 +182,7 @@ def _reference_entry(job: dict[str, Any]) -> None:
         torch.save(result, os.path.join(workdir, "reference.pt"))
         code = 0
     except BaseException as exc:
-        with open(os.path.join(workdir, "rank0.error.json"), "w") as fh:
-            json.dump(
-                {
-                    "type": type(exc).__name__,
-                    "message": str(exc),
-                    "frames": traceback_frames(exc.__traceback__),
-                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                },
-                fh,
-            )
+        write_error(workdir, 0, error_record(exc, job["device"]))
     finally:
         os._exit(code)
 

@@ -110,3 +110,10 @@ def factory_nan() -> Energy:
 
 def factory_nan_rank1() -> Energy:
     return Energy("nan_rank1")
+
+
+def factory_raises_on_rank1() -> Energy:
+    """Fails while building the wrapper on rank 1 only (a node missing the weights)."""
+    if os.environ.get("DISTCHECK_RANK") == "1":
+        raise FileNotFoundError("weights not found on this node: /nonexistent/rank1.pt")
+    return Energy("none")

@@ -1,0 +1,72 @@
+"""`validate_launched`: the validation across the ranks of a job a launcher started (`torchrun` on one
+node or many), one rank per GPU with NCCL by default."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..report import TraceReport
+from ..runtime.group import GroupSession
+from ..spec import MLIPSpec
+from .api import ProgressCallback, _validate
+
+__all__ = ["validate_launched"]
+
+
+def validate_launched(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    device: str | Sequence[str] = "auto",
+    backend: str = "auto",
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    auto_fix: bool = True,
+    max_fix_attempts: int = 8,
+    timeout_sec: float = 120.0,
+    watched_helper_packages: Sequence[str] | None = None,
+    helper_sample_every: int = 8,
+    layer_diagnostic: bool = True,
+    progress: ProgressCallback | None = None,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> TraceReport | None:
+    """Validate across every rank of a launched job; call it on every rank with the same arguments.
+
+    The job's size is the launcher's `WORLD_SIZE`. `device="auto"` gives each rank its own GPU
+    (`cuda:LOCAL_RANK`, NCCL) when torch sees GPUs, else the CPU (gloo); `"cuda:N"` puts a node's ranks
+    on one GPU (gloo). Rank 0 runs the single-process reference on its own device, infers and fixes
+    the spec, and returns the `TraceReport`; the other ranks run its attempts and return None. The
+    factory must be importable by reference on every node (a module-level function in a file or
+    package present at the same path). Raises `SetupError` when not started by a launcher.
+    """
+    session = GroupSession.join(device=device, backend=backend, timeout_sec=timeout_sec, environ=environ)
+    try:
+        if not session.is_leader:
+            session.serve()
+            return None
+        try:
+            return _validate(
+                model_factory,
+                sample_batch,
+                world_size=session.world_size,
+                device=session.devices,
+                atol=atol,
+                rtol=rtol,
+                auto_fix=auto_fix,
+                max_fix_attempts=max_fix_attempts,
+                backend=session.backend,
+                timeout_sec=timeout_sec,
+                watched_helper_packages=watched_helper_packages,
+                helper_sample_every=helper_sample_every,
+                layer_diagnostic=layer_diagnostic,
+                progress=progress,
+                spec=spec,
+                session=session,
+            )
+        finally:
+            session.stop()
+    finally:
+        session.close()
