@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import distcheck
 from distcheck import cli
@@ -155,3 +156,41 @@ def test_world_size_flag_must_match_the_job(
     err = capsys.readouterr().err
     assert code == cli.EXIT_ERROR
     assert "--world-size 3 but the launcher started 2 ranks" in err and "(rank 0)" in err
+
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+CHECKS_ENV = ["tests/server/validate/gpu_models.py:pair_potential_checks_nccl_env"]
+CHECKS_ENV += ["--sample", "examples/pair_potential.py:sample_batch"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPUS == 0, reason="needs a CUDA device")
+def test_ranks_sharing_one_gpu_use_gloo(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    code, out, err = _standalone([*CHECKS_ENV, "--device", "cuda:0", "--json", str(report_path)])
+    assert code == 0, out + err
+    report = TraceReport.from_json(report_path.read_text())
+    assert report.meta["backend"] == "gloo" and report.meta["devices"] == ["cuda:0", "cuda:0"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPUS == 0, reason="needs a CUDA device")
+def test_one_rank_per_gpu_uses_nccl_with_multicast_off(tmp_path: Path) -> None:
+    ranks = min(GPUS, 2)
+    report_path = tmp_path / "report.json"
+    launch = ["--standalone", f"--nproc-per-node={ranks}"]
+    code, out, err = _finish(_torchrun(launch, [*CHECKS_ENV, "--json", str(report_path)], ROOT))
+    report = TraceReport.from_json(report_path.read_text())
+    assert report.meta["backend"] == "nccl" and report.meta["devices"] == [f"cuda:{i}" for i in range(ranks)]
+    assert all(a.error is None for a in report.attempts), out + err
+    if ranks == 2:
+        assert code == 0 and report.verdict == "passed", out + err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPUS == 0, reason="needs a CUDA device")
+def test_more_ranks_than_gpus_says_what_to_change() -> None:
+    launch = ["--standalone", f"--nproc-per-node={GPUS + 1}"]
+    code, _out, err = _finish(_torchrun(launch, CHECKS_ENV, ROOT))
+    assert code != 0
+    assert f"--nproc-per-node={GPUS}" in err and "cuda:0" in err

@@ -21,3 +21,15 @@ def charge_eq_fp32() -> Any:
 
 def stress_model_fp32() -> Any:
     return stress_model.model_factory().float()
+
+
+def pair_potential_checks_nccl_env() -> Any:
+    """The pair potential, refusing to build in a rank whose environment lets NCCL use NVLink multicast."""
+    import os
+
+    if os.environ.get("DISTCHECK_RANK", "").isdigit():
+        wanted = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+        wrong = {k: os.environ.get(k) for k, v in wanted.items() if os.environ.get(k) != v}
+        if wrong:
+            raise RuntimeError(f"NVLink multicast is not off in this rank: {wrong}")
+    return pair_potential.model_factory()
