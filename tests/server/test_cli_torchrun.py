@@ -33,7 +33,8 @@ def _free_port() -> int:
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(distcheck.__file__).parents[1]), str(ROOT)])
+    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(distcheck.__file__).parents[1]), str(ROOT), *keep])
     env["NO_COLOR"] = "1"
     return env
 
