@@ -24,7 +24,11 @@ def test_examples_pass_on_one_gpu(module: object, world_size: int) -> None:
         device="cuda:0",
     )
     assert report.meta["backend"] == "gloo"
-    assert report.ok or report.verdict == "inconclusive", report.next_action
+    # Every output must match; "inconclusive" is accepted only for a degenerate partition (a rank without
+    # remote atoms at this world size), where the pass proves less.
+    best = report.best_attempt
+    assert best is not None and best.passed, report.next_action
+    assert report.verdict == "passed" or best.degenerate, report.next_action
 
 
 def test_helper_found_on_gpu() -> None:

@@ -32,7 +32,11 @@ def test_every_example_fp64(module: Any, world_size: int) -> None:
         watched_helper_packages=WATCH,
     )
     assert report.meta["backend"] == "gloo"
-    assert report.ok or report.verdict == "inconclusive", report.next_action
+    # Every output must match; "inconclusive" is accepted only for a degenerate partition (a rank without
+    # remote atoms at this world size), where the pass proves less.
+    best = report.best_attempt
+    assert best is not None and best.passed, report.next_action
+    assert report.verdict == "passed" or best.degenerate, report.next_action
 
 
 @pytest.mark.parametrize("world_size", [2, 4])

@@ -36,7 +36,11 @@ def test_every_gpu_up_to_world_size() -> None:
     world = min(GPUS, 4)
     report = trace_and_validate(mpnn.model_factory, mpnn.sample_batch(), world_size=world, device="cuda")
     assert report.meta["devices"] == [f"cuda:{i}" for i in range(world)]
-    assert report.verdict in ("passed", "inconclusive"), report.next_action
+    # Every output must match; "inconclusive" is accepted only for a degenerate partition (a rank without
+    # remote atoms at this world size), where the pass proves less.
+    best = report.best_attempt
+    assert best is not None and best.passed, report.next_action
+    assert report.verdict == "passed" or best.degenerate, report.next_action
 
 
 def test_seeded_bug_gives_the_same_verdict_with_gloo_on_one_gpu_and_nccl_on_two() -> None:
