@@ -19,6 +19,7 @@ Validator options (config key / flag): `world_size` (--world-size), `device` (--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import socket
@@ -26,7 +27,7 @@ import sys
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
@@ -573,6 +574,29 @@ def _pop_python_path(state: _PathState) -> None:
         os.environ["PYTHONPATH"] = state.pythonpath
 
 
+@contextlib.contextmanager
+def _report_stream(out: TextIO) -> Iterator[TextIO]:
+    """A stream on the real standard output for the report, with file descriptor 1 pointed at stderr
+    meanwhile: whatever the model's packages print when this process imports them (and, under a
+    launcher, while this process runs the model) must not end up inside the report."""
+    try:
+        out.flush()
+        saved = os.dup(out.fileno())
+    except (AttributeError, OSError, ValueError):  # not a real file (captured in tests): leave it be
+        yield out
+        return
+    report = os.fdopen(os.dup(saved), "w", encoding=getattr(out, "encoding", None) or "utf-8", closefd=True)
+    os.dup2(sys.stderr.fileno(), out.fileno())
+    try:
+        yield report
+    finally:
+        report.flush()
+        out.flush()
+        os.dup2(saved, out.fileno())
+        os.close(saved)
+        report.close()
+
+
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rank = _launched_rank(args.launcher)
     printer = _Printer(err, args.quiet or bool(rank))  # under a launcher, rank 0 speaks for the job
@@ -581,14 +605,15 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_options(options)
     state = _push_python_path(target.python_path)
     try:
-        if rank is None:
-            report = _validate(target, options, printer)
-        else:
-            launched = _validate_launched(target, options, printer, rank, args.world_size)
-            if launched is None:
-                return EXIT_PASSED  # a follower: rank 0 reports the verdict
-            report = launched
-        return _finish(report, target, args, printer, out)
+        with _report_stream(out) as stream:
+            if rank is None:
+                report = _validate(target, options, printer)
+            else:
+                launched = _validate_launched(target, options, printer, rank, args.world_size)
+                if launched is None:
+                    return EXIT_PASSED  # a follower: rank 0 reports the verdict
+                report = launched
+            return _finish(report, target, args, printer, stream)
     finally:
         _pop_python_path(state)
 

@@ -135,6 +135,13 @@ def test_forward_failure_names_the_rank_that_failed_not_the_one_left_waiting(tmp
     assert out.startswith("ERROR")
 
 
+def test_what_the_model_prints_stays_out_of_the_report() -> None:
+    code, out, err = _standalone([f"{FAULTS}:factory_prints", "--sample", f"{FAULTS}:sample"])
+    assert code == 0, out + err
+    assert out.startswith("PASSED") and "model says hello" not in out
+    assert "model says hello on stdout" in err
+
+
 def test_launcher_torchrun_outside_torchrun_says_how_to_start_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -117,3 +117,9 @@ def factory_raises_on_rank1() -> Energy:
     if os.environ.get("DISTCHECK_RANK") == "1":
         raise FileNotFoundError("weights not found on this node: /nonexistent/rank1.pt")
     return Energy("none")
+
+
+def factory_prints() -> Energy:
+    """Talks on standard output while it builds, as many packages do on import."""
+    print("model says hello on stdout", flush=True)
+    return Energy("none")
