@@ -49,6 +49,7 @@ from .targets import (
 
 if TYPE_CHECKING:
     from .report import TraceReport
+    from .runtime.group import LauncherEnv
 
 __all__ = [
     "EXIT_ERROR",
@@ -462,31 +463,30 @@ def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> Tra
     return report
 
 
-_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+def _launcher(choice: str) -> LauncherEnv | None:
+    """Where this process sits in a launched job when the validation runs across it (`--launcher
+    torchrun`, or `auto` with torchrun's variables set), else None (distcheck starts its own ranks)."""
+    from .runtime.errors import SetupError
+    from .runtime.group import launcher_env
 
-
-def _launched_rank(choice: str, environ: Mapping[str, str] | None = None) -> int | None:
-    """This process's rank when the validation runs across a launched job (`--launcher torchrun`, or
-    `auto` with the launcher's variables set), else None."""
-    env = os.environ if environ is None else environ
-    missing = [k for k in _LAUNCHER_VARS if k not in env]
     if choice == "local":
         return None
-    if missing:
-        if choice == "torchrun":
-            raise ConfigError(
-                f"--launcher torchrun, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set",
-                "start it with torchrun, e.g. torchrun --nproc-per-node=2 -m distcheck validate TARGET",
-            )
-        return None
     try:
-        return int(env["RANK"])
-    except ValueError:
-        raise ConfigError(f"RANK={env['RANK']!r} is not a number", "let torchrun set RANK") from None
+        env = launcher_env()
+    except SetupError:
+        if choice == "torchrun":
+            raise
+        return None  # `auto` with stray variables (a RANK exported for something else): run locally
+    if env is None and choice == "torchrun":
+        raise ConfigError(
+            "--launcher torchrun, but RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set",
+            "start it with torchrun, e.g. torchrun --nproc-per-node=2 -m distcheck validate TARGET",
+        )
+    return env
 
 
 def _validate_launched(
-    target: Target, options: dict[str, Any], printer: _Printer, rank: int, cli_world_size: int | None
+    target: Target, options: dict[str, Any], printer: _Printer, job: LauncherEnv, cli_world_size: int | None
 ) -> TraceReport | None:
     """Every rank of a launched job runs this; rank 0 gets the report, the others None."""
     from .validate import validate_launched
@@ -495,10 +495,10 @@ def _validate_launched(
     batch: Any = None
     sample_info: dict[str, Any] = {}
     spec: Any = None
-    if rank == 0:  # the sample and the prior spec travel from rank 0 with every attempt
+    if job.rank == 0:  # the sample and the prior spec travel from rank 0 with every attempt
         batch, sample_info = _load_sample(target, factory)
         spec = _prior_spec(target, printer)
-    job_size = int(os.environ["WORLD_SIZE"])
+    job_size = job.world_size
     world_size = options.pop("world_size", None)
     if world_size is not None and world_size != job_size:
         if cli_world_size is not None:
@@ -598,18 +598,18 @@ def _report_stream(out: TextIO) -> Iterator[TextIO]:
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    rank = _launched_rank(args.launcher)
-    printer = _Printer(err, args.quiet or bool(rank))  # under a launcher, rank 0 speaks for the job
+    job = _launcher(args.launcher)
+    printer = _Printer(err, args.quiet or (job is not None and job.rank != 0))  # rank 0 speaks for the job
     target = _resolve_target(args)
     options = {**target.options, **_cli_options(args)}
     check_options(options)
     state = _push_python_path(target.python_path)
     try:
         with _report_stream(out) as stream:
-            if rank is None:
+            if job is None:
                 report = _validate(target, options, printer)
             else:
-                launched = _validate_launched(target, options, printer, rank, args.world_size)
+                launched = _validate_launched(target, options, printer, job, args.world_size)
                 if launched is None:
                     return EXIT_PASSED  # a follower: rank 0 reports the verdict
                 report = launched

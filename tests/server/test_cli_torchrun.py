@@ -16,6 +16,7 @@ import torch
 import distcheck
 from distcheck import cli
 from distcheck.report import TraceReport
+from distcheck.runtime import SetupError
 from distcheck.spec import MLIPSpec
 from examples import unaware_model
 
@@ -150,8 +151,18 @@ def test_launcher_torchrun_outside_torchrun_says_how_to_start_it(
     code = cli.main(["validate", "examples.pair_potential:model_factory", "--launcher", "torchrun"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_ERROR
-    assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT are not set" in err
+    assert "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set" in err
     assert "torchrun --nproc-per-node=2 -m distcheck validate" in err
+
+
+def test_stray_launcher_variables_run_locally_unless_torchrun_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in LAUNCHER_VARS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RANK", "3")  # exported for something else
+    assert cli._launcher("auto") is None
+    assert cli._launcher("local") is None
+    with pytest.raises(SetupError, match="set RANK but not WORLD_SIZE, MASTER_ADDR, MASTER_PORT"):
+        cli._launcher("torchrun")
 
 
 def test_world_size_flag_must_match_the_job(

@@ -15,6 +15,7 @@ failure is reported, NCCL's watchdog may instead end the job (the launcher then 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -29,7 +30,7 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from .errors import DistributedError, Frame, RankFailure, SetupError
 from .factory import FactoryRef
-from .launch import DistributedRun, assemble_run, resolve_backend
+from .launch import DistributedRun, assemble_run, check_cuda_index, resolve_backend
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
 
 __all__ = ["GroupSession", "LauncherEnv", "launcher_device", "launcher_env"]
@@ -107,22 +108,14 @@ def launcher_device(device: str | Sequence[str], env: LauncherEnv) -> str:
             )
         return f"cuda:{env.local_rank}"
     if device.startswith("cuda:"):
-        try:
-            index = int(device.split(":", 1)[1])
-        except ValueError:
-            raise SetupError(f"device {device!r} not understood; use 'cuda:N'") from None
-        if index >= count:
-            raise SetupError(f"{device} requested but torch sees {count} GPU(s) on this node")
+        check_cuda_index(device)
         return device
     raise SetupError(f"device {device!r} not understood; use auto, cpu, cuda, cuda:N or one device per rank")
 
 
 def _node_devices(device: str | Sequence[str], env: LauncherEnv) -> list[str]:
     """The devices of every rank on this node (each rank of the node computes the same list)."""
-    return [
-        launcher_device(device, LauncherEnv(0, env.local_world_size, r, env.local_world_size, "", 0))
-        for r in range(env.local_world_size)
-    ]
+    return [launcher_device(device, dataclasses.replace(env, local_rank=r)) for r in range(env.local_world_size)]
 
 
 class GroupSession:

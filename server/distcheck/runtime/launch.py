@@ -37,6 +37,7 @@ __all__ = [
     "DistributedRun",
     "RankRecord",
     "assemble_run",
+    "check_cuda_index",
     "resolve_backend",
     "resolve_devices",
     "run_distributed",
@@ -113,7 +114,7 @@ def resolve_devices(device: str | Sequence[str], world_size: int) -> list[str]:
                 )
             return [f"cuda:{i}" for i in range(world_size)]
         if device.startswith("cuda:"):
-            _check_cuda_index(device)
+            check_cuda_index(device)
             return [device] * world_size
         raise SetupError(f"device {device!r} not understood; use 'cpu', 'cuda', 'cuda:N' or a list of those")
     devices = [str(d) for d in device]
@@ -121,13 +122,14 @@ def resolve_devices(device: str | Sequence[str], world_size: int) -> list[str]:
         raise SetupError(f"got {len(devices)} devices for world_size={world_size}; give one device per rank")
     for d in devices:
         if d.startswith("cuda:"):
-            _check_cuda_index(d)
+            check_cuda_index(d)
         elif d != "cpu":
             raise SetupError(f"device {d!r} not understood; use 'cpu' or 'cuda:N'")
     return devices
 
 
-def _check_cuda_index(device: str) -> None:
+def check_cuda_index(device: str) -> None:
+    """Raise `SetupError` unless `device` is `cuda:N` with N below the number of GPUs torch sees."""
     try:
         index = int(device.split(":", 1)[1])
     except ValueError:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any
 
 import pytest
 import torch
+from seeded_bugs import SEEDED_BUGS, seeded_spec
 
 from distcheck import trace_and_validate
 from examples import charge_eq, helper_model, mpnn, pair_potential, stress_model, unaware_model
@@ -48,19 +48,9 @@ def test_examples_fp32_default_tolerances(name: str, world_size: int) -> None:
     assert report.ok, report.next_action
 
 
-@pytest.mark.parametrize(
-    ("module", "mutate", "rule"),
-    [
-        (mpnn, lambda s: s.update(system_reductions=False), "enable_system_reductions"),
-        (mpnn, lambda s: s.update(all_reduce_outputs=["energy"]), "drop_double_all_reduce"),
-        (stress_model, lambda s: s.update(all_reduce_outputs=[]), "all_reduce_partial_output"),
-        (mpnn, lambda s: s.update(owned_only_outputs=["forces"]), "switch_per_node_consolidation"),
-        (mpnn, lambda s: s["distribution"]["policy"].update(scatter_mode="local", halo_width=4.5), "widen_halo"),
-    ],
-)
+@pytest.mark.parametrize(("module", "mutate", "rule"), SEEDED_BUGS)
 def test_seeded_bugs_found_on_gpu(module: Any, mutate: Any, rule: str) -> None:
-    spec = copy.deepcopy(module.model_factory().distribution_spec)
-    mutate(spec)
+    spec = seeded_spec(module, mutate)
     report = trace_and_validate(module.model_factory, module.sample_batch(), device="cuda:0", spec=spec)
     assert not report.attempts[0].passed and report.ok, report.next_action
     assert report.attempts[-1].rule == rule

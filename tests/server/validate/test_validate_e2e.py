@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from seeded_bugs import SEEDED_BUGS, seeded_spec
 
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime import FactoryError
@@ -42,24 +43,9 @@ def test_inference_without_any_prior_spec() -> None:
     assert report.spec.owned_only_outputs == ["charges"]
 
 
-@pytest.mark.parametrize(
-    ("module", "mutate", "rule"),
-    [
-        (mpnn, lambda s: s.update(system_reductions=False), "enable_system_reductions"),
-        (mpnn, lambda s: s.update(all_reduce_outputs=["energy"]), "drop_double_all_reduce"),
-        (stress_model, lambda s: s.update(all_reduce_outputs=[]), "all_reduce_partial_output"),
-        (mpnn, lambda s: s.update(owned_only_outputs=["forces"]), "switch_per_node_consolidation"),
-        (charge_eq, lambda s: s.update(owned_only_outputs=[]), "switch_per_node_consolidation"),
-        (
-            mpnn,
-            lambda s: s["distribution"]["policy"].update(scatter_mode="local", halo_width=4.5),
-            "widen_halo",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("module", "mutate", "rule"), SEEDED_BUGS)
 def test_seeded_bug_is_found_and_fixed(module: Any, mutate: Any, rule: str) -> None:
-    spec = _spec(module)
-    mutate(spec)
+    spec = seeded_spec(module, mutate)
     report = validate_on_cpu(module.model_factory, module.sample_batch(), spec=spec)
     assert not report.attempts[0].passed
     assert report.ok, report.next_action
