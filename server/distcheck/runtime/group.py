@@ -163,15 +163,15 @@ class GroupSession:
         backend: str = "auto",
         timeout_sec: float = 120.0,
         control_timeout_sec: float = 6 * 3600.0,
-        environ: Mapping[str, str] | None = None,
     ) -> GroupSession:
         """Join the launched job's process group (`env://` rendezvous). `timeout_sec` bounds every
         collective of a forward; `control_timeout_sec` how long followers wait for rank 0's next job
-        (the reference run and the diagnosis happen meanwhile). Raises `SetupError` outside a launcher
+        (the reference run and the diagnosis happen meanwhile). The layout comes from this process's
+        environment (`launcher_env()`), which `env://` reads too. Raises `SetupError` outside a launcher
         or for devices and backends that cannot work."""
         import torch.distributed as dist
 
-        env = launcher_env(environ)
+        env = launcher_env()
         if env is None:
             raise SetupError(
                 "not started by a launcher (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are unset); run under "

@@ -31,7 +31,6 @@ def validate_launched(
     layer_diagnostic: bool = True,
     progress: ProgressCallback | None = None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-    environ: Mapping[str, str] | None = None,
 ) -> TraceReport | None:
     """Validate across every rank of a launched job; call it on every rank with the same arguments.
 
@@ -42,7 +41,7 @@ def validate_launched(
     factory must be importable by reference on every node (a module-level function in a file or
     package present at the same path). Raises `SetupError` when not started by a launcher.
     """
-    session = GroupSession.join(device=device, backend=backend, timeout_sec=timeout_sec, environ=environ)
+    session = GroupSession.join(device=device, backend=backend, timeout_sec=timeout_sec)
     try:
         if not session.is_leader:
             session.serve()

@@ -80,12 +80,20 @@ def test_backend_follows_the_nodes_devices() -> None:
     assert resolve_backend("auto", ["cuda:0", "cuda:0"]) == "gloo"
 
 
-def test_joining_outside_a_launcher_says_what_to_use_instead() -> None:
+def _set_env(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+
+
+def test_joining_outside_a_launcher_says_what_to_use_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    _set_env(monkeypatch, {})
     with pytest.raises(SetupError, match=r"not started by a launcher.*validate_on_cpu"):
-        GroupSession.join(environ={})
+        GroupSession.join()
 
 
-def test_nccl_on_cpu_is_refused_before_any_rendezvous() -> None:
-    environ = {**BASE, "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+def test_nccl_on_cpu_is_refused_before_any_rendezvous(monkeypatch: pytest.MonkeyPatch) -> None:
+    _set_env(monkeypatch, {**BASE, "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"})
     with pytest.raises(SetupError, match="needs CUDA devices"):
-        GroupSession.join(device="cpu", backend="nccl", environ=environ)
+        GroupSession.join(device="cpu", backend="nccl")
