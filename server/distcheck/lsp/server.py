@@ -627,7 +627,6 @@ class DistcheckServer(LanguageServer):
         }
         self.reports[name] = payload
         self.report_targets[name] = run.target
-        self.protocol.notify("distcheck/report", payload)
         line = diagnostics.first_line(report.next_action) or report.verdict
         self._progress(run, "end", line)
         count = sum(len(v) for v in placed.values())
@@ -637,6 +636,8 @@ class DistcheckServer(LanguageServer):
             if not self._notice_shown:
                 self._notice_shown = True
                 self.show("info", f"Distcheck: {notice}.")
+        # Last, so a client that reacts to the report has already seen everything else this run sends.
+        self.protocol.notify("distcheck/report", payload)
 
     def _runner_error(self, run: Run, err: RunnerError) -> None:
         name = run.target.name
