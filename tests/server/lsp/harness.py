@@ -163,7 +163,7 @@ class Session:
 
     async def wait_report(self, target: str, since: int, timeout: float = 150.0) -> dict[str, Any]:
         event = await self.rec.wait_for(
-            lambda e: e.method == "distcheck/report" and _get(e.params, "target") == target,
+            lambda e: e.method == "distcheck/report" and get_field(e.params, "target") == target,
             since=since,
             timeout=timeout,
         )
@@ -175,8 +175,8 @@ class Session:
             if params.token != token:
                 continue
             value = params.value
-            kind = _get(value, "kind")
-            text = _get(value, "title") if kind == "begin" else _get(value, "message")
+            kind = get_field(value, "kind")
+            text = get_field(value, "title") if kind == "begin" else get_field(value, "message")
             out.append((str(kind), text))
         return out
 
@@ -184,7 +184,8 @@ class Session:
         return plain(await self.request("distcheck/debugInfo", {}))
 
 
-def _get(obj: Any, key: str) -> Any:
+def get_field(obj: Any, key: str) -> Any:
+    """`obj[key]` for a dict, else the attribute (None when absent): pygls hands payloads over as either."""
     if isinstance(obj, dict):
         return obj.get(key)
     return getattr(obj, key, None)

@@ -17,7 +17,7 @@ from lsprotocol import types
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
-from .harness import Session, apply_workspace_edit, copy_examples, lsp_session, plain, uri
+from .harness import Session, apply_workspace_edit, copy_examples, get_field, lsp_session, plain, uri
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -69,10 +69,14 @@ async def test_passing_target_spec_missing_fix_creates_the_file(tmp_path: Path) 
         report = payload["report"]
         assert report["verdict"] == "passed" and payload["specUri"] == uri(spec_file)
         assert "no GPU" in (payload["notice"] or "")
-        # the notice is a separate notification; it may still be in flight when the report arrives
-        await s.rec.wait_for(
-            lambda e: e.method == "window/showMessage" and "no GPU" in e.params.message, since=mark, timeout=10
-        )
+        # the report is the last message of a run: the notice and progress `end` were recorded before it
+        order = [
+            (e.method, get_field(e.params, "message") or get_field(get_field(e.params, "value"), "kind"))
+            for e in s.rec.events[mark:]
+        ]
+        report_at = next(i for i, (method, _) in enumerate(order) if method == "distcheck/report")
+        assert any(m == "window/showMessage" and "no GPU" in str(t) for m, t in order[:report_at])
+        assert ("$/progress", "end") in order[:report_at]
 
         # progress: begin, reference run, attempt 1/n, ranks started and finished, end — in that order
         messages = s.progress_messages(started["token"], mark)
