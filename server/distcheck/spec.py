@@ -27,18 +27,21 @@ import hashlib
 import math
 import os
 import re
-import stat
 import sys
-import tempfile
 import types
 import typing
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 import orjson
+
+from .spectext import Locations
+
+if TYPE_CHECKING:
+    from .spec_file import FileState
 
 __all__ = [
     "ARG_TRANSFORMS",
@@ -622,39 +625,30 @@ class MLIPSpec:
             ) from exc
         return _spec_from_text(data, file=name)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, expected: FileState | None = None) -> bool:
         """Validate, then write the spec atomically (temp file + `os.replace`), creating parent dirs.
 
+        A new file gets `to_json()`. An existing spec file is edited minimally, as the editor's quick
+        fixes edit it: only the members whose meaning changed are rewritten, so its indentation, key
+        order, compact arrays, line endings and trailing newline survive, and members it leaves out
+        that hold their default stay out (`distcheck.spec_file.spec_text_over`). Returns True when the
+        file changed (False: it already held exactly that text, nothing was written).
+
         Raises the first `SpecError` of `validate()` without touching the file if the spec is invalid.
-        An existing file keeps its permission bits; a symlink is written through to its target.
+        With `expected` (a `distcheck.spec_file.FileState` taken when the file was read), raises
+        `SpecConflict` and leaves the file alone when it changed since; without it, the file is still
+        re-read just before the rename and a change in between raises `SpecConflict`. An existing file
+        keeps its permission bits; a symlink is written through to its target.
         """
+        from .spec_file import write_spec
+
         name = os.fspath(path)
         errors = self.validate()
         if errors:
             err = errors[0]
             err.file = name
             raise err
-        data = self.to_json().encode()
-        target = Path(os.path.realpath(name))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                mode = stat.S_IMODE(os.stat(target).st_mode)
-            except FileNotFoundError:
-                mode = 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        return write_spec(self, name, expected)
 
     @classmethod
     def coerce(cls, x: object) -> MLIPSpec:
@@ -1131,98 +1125,11 @@ def _decode(text: str | bytes | bytearray | memoryview, file: str | None) -> tup
     return src, data
 
 
-class _Scanner:
-    """Walks valid JSON text and records where each path's key (or value) starts."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.i = 0
-        self.keys: dict[tuple[PathPart, ...], int] = {}
-        self.values: dict[tuple[PathPart, ...], int] = {}
-        self.duplicates: list[tuple[tuple[PathPart, ...], int]] = []
-
-    def run(self) -> None:
-        try:
-            self._value(())
-        except (IndexError, ValueError, RecursionError, orjson.JSONDecodeError):
-            pass  # best effort: keep what was found
-
-    def _ws(self) -> None:
-        t = self.text
-        while self.i < len(t) and t[self.i] in " \t\r\n":
-            self.i += 1
-
-    def _value(self, parts: tuple[PathPart, ...]) -> None:
-        self._ws()
-        self.values[parts] = self.i
-        c = self.text[self.i]
-        if c == "{":
-            self._object(parts)
-        elif c == "[":
-            self._array(parts)
-        elif c == '"':
-            self._string()
-        else:
-            t = self.text
-            while self.i < len(t) and t[self.i] not in ",]} \t\r\n":
-                self.i += 1
-
-    def _string(self) -> str:
-        t = self.text
-        start = self.i
-        self.i += 1
-        while t[self.i] != '"':
-            self.i += 2 if t[self.i] == "\\" else 1
-        self.i += 1
-        decoded = orjson.loads(t[start : self.i])
-        return str(decoded)
-
-    def _object(self, parts: tuple[PathPart, ...]) -> None:
-        self.i += 1
-        self._ws()
-        if self.text[self.i] == "}":
-            self.i += 1
-            return
-        seen: set[str] = set()
-        while True:
-            self._ws()
-            pos = self.i
-            key = self._string()
-            child = (*parts, key)
-            if key in seen:
-                self.duplicates.append((child, pos))
-            seen.add(key)
-            self.keys[child] = pos
-            self._ws()
-            self.i += 1  # ':'
-            self._value(child)
-            self._ws()
-            c = self.text[self.i]
-            self.i += 1
-            if c != ",":
-                return
-
-    def _array(self, parts: tuple[PathPart, ...]) -> None:
-        self.i += 1
-        self._ws()
-        if self.text[self.i] == "]":
-            self.i += 1
-            return
-        n = 0
-        while True:
-            self._value((*parts, n))
-            n += 1
-            self._ws()
-            c = self.text[self.i]
-            self.i += 1
-            if c != ",":
-                return
-
-
 class _Locator:
+    """Line and column of paths in spec text, read off the one JSON-text scanner (`spectext`)."""
+
     def __init__(self, text: str) -> None:
-        self.scanner = _Scanner(text)
-        self.scanner.run()
+        self.scanner = Locations(text)
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def position(self, offset: int) -> tuple[int, int]:
@@ -1230,15 +1137,8 @@ class _Locator:
         return line, offset - self.line_starts[line - 1] + 1
 
     def locate(self, parts: Sequence[PathPart]) -> tuple[int, int] | None:
-        key = tuple(parts)
-        while True:
-            if key in self.scanner.keys:
-                return self.position(self.scanner.keys[key])
-            if key in self.scanner.values:
-                return self.position(self.scanner.values[key])
-            if not key:
-                return None
-            key = key[:-1]
+        offset = self.scanner.offset(parts)
+        return None if offset is None else self.position(offset)
 
 
 def locate_path(text: str, parts: Sequence[PathPart]) -> tuple[int, int] | None:

@@ -7,20 +7,22 @@ so unsaved changes are kept, else the file on disk — and returned as minimal `
 When the spec file does not exist yet, the edit creates it (`CreateFile`) and fills it with the
 spec, 2-space indented as `MLIPSpec.to_json` writes it.
 
-`new_spec_text(kind, data, current)` is the pure part: the spec text after the fix.
+`new_spec_text(kind, data, current)` is the pure part: the spec text after the fix. The text edits
+themselves are the data model's (`distcheck.spec_edit`, shared with `MLIPSpec.save`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from lsprotocol import types
 
 from ..spec import MLIPSpec, SpecError, validate_json
-from . import jsontext
-from .diagnostics import describe_change, spec_changes
+from ..spec_edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
+from ..spectext import JsonEditError, find, parse
+from .diagnostics import describe_change
 from .text import LineIndex
 
 __all__ = [
@@ -47,28 +49,6 @@ def _pretty(spec: Mapping[str, Any]) -> str:
         return json.dumps(spec, indent=2, ensure_ascii=False) + "\n"
 
 
-def apply_changes(text: str, changes: Sequence[Mapping[str, Any]]) -> str:
-    """`text` with each change of `diagnostics.spec_changes` applied by the JSON-text editor."""
-    out = text
-    for change in changes:
-        path = list(change.get("path") or [])
-        op = change.get("op")
-        if op == "append":
-            node = jsontext.find(jsontext.parse(out), path)
-            if node is not None and node.kind == "array":
-                present = [json.loads(out[item.start : item.end]) for item in node.items]
-                if change.get("value") in present:
-                    continue
-            out = jsontext.append_item(out, path, change.get("value"))
-        elif op == "remove":
-            out = jsontext.remove_item(out, path, change.get("value"))
-        elif op == "delete":
-            out = jsontext.remove_member(out, path)
-        else:
-            out = jsontext.set_value(out, path, change.get("value"))
-    return out
-
-
 def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
     remedy = data.get("remedy")
     if not isinstance(remedy, Mapping):
@@ -85,8 +65,8 @@ def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
         spec["distribution"] = distribution
         return _pretty(spec)
     path = ["distribution", "third_party_helpers"]
-    tree = jsontext.parse(current)
-    node = jsontext.find(tree, path)
+    tree = parse(current)
+    node = find(tree, path)
     if node is not None and node.kind == "array":
         for index, item in enumerate(node.items):
             value = json.loads(current[item.start : item.end])
@@ -96,8 +76,8 @@ def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
                 and value.get("attr_name") == remedy.get("attr_name")
             )
             if same:
-                return jsontext.set_value(current, [*path, index], dict(remedy))
-    return jsontext.append_item(current, path, dict(remedy))
+                return set_value(current, [*path, index], dict(remedy))
+    return append_item(current, path, dict(remedy))
 
 
 def _full_spec_text(current: str | None, spec: Any) -> str:
@@ -129,7 +109,7 @@ def new_spec_text(code: str, data: Mapping[str, Any], current: str | None) -> st
             return _helper_text(current, data)
         if code in ("spec-missing", "save-spec"):
             return _full_spec_text(current, data.get("spec"))
-    except jsontext.JsonEditError as err:
+    except JsonEditError as err:
         raise ActionError(
             f"cannot edit the spec file: {err}; fix its JSON (see the spec-invalid diagnostics) and try again"
         ) from err
@@ -200,7 +180,7 @@ def workspace_edit(
         )
     index = LineIndex(current, encoding)
     plain: list[types.TextEdit] = []
-    for e in jsontext.minimal_edits(current, new_text):
+    for e in minimal_edits(current, new_text):
         span = index.span(e.start, e.end)
         plain.append(
             types.TextEdit(

@@ -24,6 +24,7 @@ from lsprotocol import types
 
 from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, tolerance_for
 from ..spec import validate_json
+from ..spec_edit import spec_changes
 from . import jsontext, locate
 from .text import LineIndex, Span
 
@@ -248,39 +249,6 @@ class _Placer:
 
 # --------------------------------------------------------------------------------------------------
 # spec differences
-
-
-def spec_changes(
-    old: Mapping[str, Any], new: Mapping[str, Any], path: tuple[str | int, ...] = ()
-) -> list[dict[str, Any]]:
-    """The edits that turn spec object `old` into `new`: `{"op": "set", "path", "value"}` for a changed
-    or added value, `{"op": "append" | "remove", "path", "value"}` for an array item added or removed,
-    `{"op": "delete", "path"}` for a removed key. Paths are lists of keys."""
-    changes: list[dict[str, Any]] = []
-    for key, value in new.items():
-        here = (*path, key)
-        if key not in old:
-            changes.append({"op": "set", "path": list(here), "value": value})
-            continue
-        before = old[key]
-        if before == value:
-            continue
-        if isinstance(before, Mapping) and isinstance(value, Mapping):
-            changes.extend(spec_changes(before, value, here))
-        elif isinstance(before, list) and isinstance(value, list):
-            removed = [item for item in before if item not in value]
-            added = [item for item in value if item not in before]
-            if not removed and not added:
-                changes.append({"op": "set", "path": list(here), "value": value})
-            else:
-                changes.extend({"op": "remove", "path": list(here), "value": item} for item in removed)
-                changes.extend({"op": "append", "path": list(here), "value": item} for item in added)
-        else:
-            changes.append({"op": "set", "path": list(here), "value": value})
-    for key in old:
-        if key not in new:
-            changes.append({"op": "delete", "path": [*path, key]})
-    return changes
 
 
 def _dotted(parts: Sequence[Any]) -> str:
