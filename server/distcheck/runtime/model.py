@@ -24,7 +24,16 @@ DEFAULT_SKIN = 0.5
 
 
 class WrapperError(TypeError):
-    """The wrapper does not follow the contract (callable, returns a mapping of tensors, has a cutoff)."""
+    """The wrapper does not follow the contract (callable, returns a mapping of tensors, has a cutoff).
+
+    `output` names the output at fault and `rank` the rank that returned it, when the error is about
+    one output (None otherwise, or when found in one process). The message says what to change.
+    """
+
+    def __init__(self, message: str, *, output: str | None = None, rank: int | None = None) -> None:
+        super().__init__(message)
+        self.output = output
+        self.rank = rank
 
 
 def resolve_halo_width(spec: MLIPSpec, wrapper: Any) -> float:
@@ -121,7 +130,8 @@ class DistributedModel:
 
 
 def check_outputs(raw: Any, wrapper_name: str) -> dict[str, torch.Tensor]:
-    """The wrapper's outputs as a dict of tensors, or a `WrapperError` saying what was wrong."""
+    """The wrapper's outputs as a dict of tensors (keys as `str`), or a `WrapperError` naming the
+    output that is not a tensor and saying what to return instead."""
     if not isinstance(raw, Mapping):
         raise WrapperError(
             f"{wrapper_name}.forward returned {type(raw).__name__}; it must return a mapping of output name "
@@ -131,7 +141,17 @@ def check_outputs(raw: Any, wrapper_name: str) -> dict[str, torch.Tensor]:
     for key, value in raw.items():
         if not isinstance(value, torch.Tensor):
             raise WrapperError(
-                f"{wrapper_name}.forward returned {type(value).__name__} for output {key!r}; return tensors only"
+                f"{wrapper_name}.forward returned {_type_name(value)} for output "
+                f"{key!r}, not a torch.Tensor; return a tensor for every output (torch.as_tensor(value) for a "
+                "number or a numpy array) or leave the output out of the mapping",
+                output=str(key),
             )
         out[str(key)] = value
     return out
+
+
+def _type_name(value: Any) -> str:
+    """`float`, `NoneType`, `numpy.ndarray`: the type as a user would write it."""
+    cls = type(value)
+    module = cls.__module__.split(".")[0]
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
