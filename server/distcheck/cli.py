@@ -11,9 +11,13 @@ The directory of the pyproject is put on `sys.path` too; with a factory referenc
 the current directory is (as `python -m` does).
 
 Validator options (config key / flag): `world_size` (--world-size), `device` (--device), `atol`,
-`rtol`, `auto_fix` (--no-auto-fix), `max_fix_attempts`, `backend`, `timeout_sec` (--timeout),
+`rtol`, `auto_fix` (--no-auto-fix), `max_fix_attempts`, `backend`, `timeout_sec` (--timeout: one
+run, i.e. the reference or one attempt's ranks), `deadline_sec` (--deadline: the whole validation),
 `watched_helper_packages` (--watch / --no-watch), `helper_sample_every`, `layer_diagnostic`
-(--no-layer-diagnostic). Flags win over the target's entry, which wins over the table's defaults.
+(--no-layer-diagnostic), `allow_oversubscribe` (--allow-oversubscribe: more than 4 ranks per CPU
+core). Flags win over the target's entry, which wins over the table's defaults. Every value is
+checked before anything starts (NaN, inf or negative tolerances, a timeout or deadline that is not
+a finite number > 0, more ranks than atoms of the sample's smallest system: exit code 2).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from . import __version__
 from .report import tolerance_for
 from .targets import (
+    RANKS_PER_CORE,
     ConfigError,
     Target,
     check_options,
@@ -119,18 +124,36 @@ def _resolve_target(args: argparse.Namespace) -> Target:
 # options
 
 
+_VALUE_FLAGS = {
+    "world_size": "world_size",
+    "device": "device",
+    "atol": "atol",
+    "rtol": "rtol",
+    "max_fix_attempts": "max_fix_attempts",
+    "backend": "backend",
+    "helper_sample_every": "helper_sample_every",
+    "timeout": "timeout_sec",
+    "deadline": "deadline_sec",
+}
+"""argparse destination → validator option (`distcheck.targets.OPTION_TYPES`) for flags that take a value."""
+_SWITCHES = {
+    "no_auto_fix": ("auto_fix", False),
+    "no_layer_diagnostic": ("layer_diagnostic", False),
+    "allow_oversubscribe": ("allow_oversubscribe", True),
+}
+"""argparse destination of a store_true flag → (validator option, the value it sets)."""
+
+
 def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The validator options given as flags (unchecked: `check_options` runs on the merged options)."""
     out: dict[str, Any] = {}
-    for key in ("world_size", "device", "atol", "rtol", "max_fix_attempts", "backend", "helper_sample_every"):
-        value = getattr(args, key)
+    for dest, option in _VALUE_FLAGS.items():
+        value = getattr(args, dest)
         if value is not None:
-            out[key] = value
-    if args.timeout is not None:
-        out["timeout_sec"] = args.timeout
-    if args.no_auto_fix:
-        out["auto_fix"] = False
-    if args.no_layer_diagnostic:
-        out["layer_diagnostic"] = False
+            out[option] = value
+    for dest, (option, value) in _SWITCHES.items():
+        if getattr(args, dest):
+            out[option] = value
     if args.no_watch:
         out["watched_helper_packages"] = []
     elif args.watch:
@@ -671,7 +694,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-auto-fix", action="store_true", help="try the initial spec only")
     g.add_argument("--max-fix-attempts", type=int, metavar="N", help="auto-fix attempts after the first (default 8)")
     g.add_argument("--backend", choices=("auto", "gloo", "nccl"), help="collective backend (default auto)")
-    g.add_argument("--timeout", type=float, metavar="SEC", help="seconds per run before every rank is killed")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SEC",
+        help="seconds one run (the single-process reference, or one attempt's ranks) may take before its "
+        "processes are killed (default 120)",
+    )
+    g.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SEC",
+        help="seconds the whole validation may take: past it no new attempt starts, each run gets at most what is "
+        "left, and the report stands on the best attempt so far (default: no deadline)",
+    )
     g.add_argument(
         "--watch",
         action="append",
@@ -681,6 +717,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-watch", action="store_true", help="trace no third-party helpers")
     g.add_argument("--helper-sample-every", type=int, metavar="N", help="record every Nth helper call (default 8)")
     g.add_argument("--no-layer-diagnostic", action="store_true", help="skip the per-module divergence search")
+    g.add_argument(
+        "--allow-oversubscribe",
+        action="store_true",
+        help=f"on the CPU, start more than {RANKS_PER_CORE} ranks per core this process may use (refused otherwise)",
+    )
     g.add_argument("--spec", metavar="PATH", help="prior spec file to start from")
     g.add_argument(
         "--launcher",

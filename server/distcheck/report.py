@@ -44,10 +44,12 @@ import orjson
 from distcheck.spec import MLIPSpec, SpecError
 
 __all__ = [
+    "DEADLINE_STAGES",
     "REPORT_VERDICTS",
     "REPORT_VERSION",
     "VERDICT_STATUSES",
     "Attempt",
+    "DeadlineReached",
     "Frame",
     "HelperDiagnosis",
     "OutputVerdict",
@@ -683,6 +685,53 @@ class Attempt(_Record):
         )
 
 
+DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
+"""`DeadlineReached.stage` values: the reference run or an attempt's run was cut short at the deadline,
+or the deadline passed between attempts (so the next one was not started)."""
+
+
+@dataclass(eq=False)
+class DeadlineReached(_Record):
+    """The whole-validation deadline (`deadline_sec`) passed before the validation was done.
+
+    `deadline_sec` is the deadline, `elapsed_sec` the seconds from the start to the stop, `attempts`
+    the number of attempts made (the report stands on the best of them), `stage` one of
+    `DEADLINE_STAGES`.
+    """
+
+    deadline_sec: float
+    elapsed_sec: float
+    attempts: int
+    stage: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"deadline_sec", "elapsed_sec", "attempts", "stage"}`."""
+        return {
+            "deadline_sec": _enc_float(self.deadline_sec),
+            "elapsed_sec": _enc_float(self.elapsed_sec),
+            "attempts": int(self.attempts),
+            "stage": self.stage,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeadlineReached:
+        """Read it; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> DeadlineReached:
+        m = _fields(d, path, ("deadline_sec", "elapsed_sec", "attempts", "stage"))
+        stage = _get_str(m, "stage", path)
+        if stage not in DEADLINE_STAGES:
+            raise _bad((*path, "stage"), f"expected one of {', '.join(DEADLINE_STAGES)}, got {stage!r}")
+        return cls(
+            deadline_sec=_dec_float(m["deadline_sec"], (*path, "deadline_sec")),
+            elapsed_sec=_dec_float(m["elapsed_sec"], (*path, "elapsed_sec")),
+            attempts=_dec_int(m["attempts"], (*path, "attempts")),
+            stage=stage,
+        )
+
+
 @dataclass(eq=False)
 class TraceReport(_Record):
     """The result of one validation: the bottom line, the working (or best) spec and every attempt.
@@ -693,7 +742,8 @@ class TraceReport(_Record):
     `"rtol"`: a number, or a dict per output name or output kind, with an optional `"default"`),
     versions and timings; an optional `"root"` (project directory) picks the traceback frame to show.
     `target` says what was validated, e.g. `{"factory": {"file", "line", "qualname"}, "sample": {...},
-    "spec_path": ...}`.
+    "spec_path": ...}`. `deadline` is set when the whole-validation deadline stopped it early (its
+    JSON field is written only then).
     """
 
     ok: bool
@@ -702,6 +752,7 @@ class TraceReport(_Record):
     next_action: str
     meta: dict[str, Any]
     target: dict[str, Any] | None = None
+    deadline: DeadlineReached | None = None
 
     # ---- derived
 
@@ -761,6 +812,7 @@ class TraceReport(_Record):
             "attempts": [a._encode(("attempts", i)) for i, a in enumerate(self.attempts)],
             "meta": _enc_free_dict(self.meta, ("meta",)),
             "target": _enc_free_dict(self.target, ("target",)),
+            **({} if self.deadline is None else {"deadline": self.deadline.to_dict()}),
         }
 
     @classmethod
@@ -783,10 +835,11 @@ class TraceReport(_Record):
             d,
             (),
             ("ok", "spec", "attempts", "next_action", "meta"),
-            ("target",),
+            ("target", "deadline"),
             ignored=("report_version", "verdict", "fix_applied", "best_attempt"),
         )
         target = m.get("target")
+        deadline = m.get("deadline")
         return cls(
             ok=_dec_bool(m["ok"], ("ok",)),
             spec=_dec_spec(m["spec"], ("spec",)),
@@ -794,6 +847,7 @@ class TraceReport(_Record):
             next_action=_get_str(m, "next_action", ()),
             meta=_dec_free_dict(m["meta"], ("meta",)),
             target=None if target is None else _dec_free_dict(target, ("target",)),
+            deadline=None if deadline is None else DeadlineReached._read(deadline, ("deadline",)),
         )
 
     def to_json(self, *, indent: bool = False) -> str:

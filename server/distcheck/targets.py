@@ -24,6 +24,7 @@ or one target directly in `[tool.distcheck]` (`factory`, `sample`, optional `nam
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -34,12 +35,17 @@ __all__ = [
     "KIND_WORDS",
     "OPTION_ALIASES",
     "OPTION_TYPES",
+    "RANKS_PER_CORE",
     "ConfigError",
+    "OptionError",
     "Target",
     "TomlIndex",
     "absolute_reference",
+    "check_option",
     "check_options",
     "check_type",
+    "check_world_size",
+    "cpu_rank_limit",
     "find_config",
     "is_path_reference",
     "load_targets",
@@ -48,6 +54,7 @@ __all__ = [
     "select_target",
     "split_reference",
     "target_from_reference",
+    "usable_cores",
 ]
 
 OPTION_TYPES: dict[str, str] = {
@@ -59,13 +66,19 @@ OPTION_TYPES: dict[str, str] = {
     "max_fix_attempts": "int",
     "backend": "str",
     "timeout_sec": "float",
+    "deadline_sec": "float",
     "watched_helper_packages": "list[str]",
     "helper_sample_every": "int",
     "layer_diagnostic": "bool",
+    "allow_oversubscribe": "bool",
 }
-"""Validator options a config may set, with the Python type each must have."""
-OPTION_ALIASES = {"timeout": "timeout_sec", "watch": "watched_helper_packages"}
+"""Validator options a config may set, with the Python type each must have: the one list every entry
+point (library keywords, CLI flags, `[tool.distcheck]` keys, editor settings `distcheck.<camelCase>`)
+takes its options from. Their bounds are checked by `check_options`."""
+OPTION_ALIASES = {"timeout": "timeout_sec", "deadline": "deadline_sec", "watch": "watched_helper_packages"}
 """Other spellings accepted for some options."""
+RANKS_PER_CORE = 4
+"""On the CPU, at most this many ranks per core this process may run on, unless `allow_oversubscribe`."""
 
 _TARGET_KEYS = ("name", "factory", "sample", "spec")
 _TABLE_KEYS = ("python_path", "targets")
@@ -97,6 +110,29 @@ class ConfigError(Exception):
         self.config = config
         self.line = line
         self.column = column
+
+
+class OptionError(ConfigError, ValueError):
+    """A validator option with a wrong type or a value out of its bounds.
+
+    `option` is the option's name (snake_case, as `OPTION_TYPES` spells it) and `value` what was given;
+    the message names both and says which values are valid. A `ValueError` too, so library callers
+    can catch it as one; the CLI and the daemon show it as any `ConfigError` (exit code 2 / a message).
+    """
+
+    def __init__(
+        self,
+        option: str,
+        value: object,
+        message: str,
+        hint: str = "",
+        *,
+        config: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message, hint, config=config, line=line)
+        self.option = option
+        self.value = value
 
 
 @dataclass
@@ -380,8 +416,8 @@ def _options(
     line_of: _LineOf = _no_line,
     config: str | None = None,
 ) -> dict[str, Any]:
-    """The validator options in `table`, type-checked; any key that is neither an option nor in
-    `allowed_extra` is an error (located with `line_of(key)`)."""
+    """The validator options in `table`, type- and bounds-checked (`OptionError`); any key that is neither
+    an option nor in `allowed_extra` is an error (located with `line_of(key)`)."""
     out: dict[str, Any] = {}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
@@ -398,13 +434,17 @@ def _options(
                 line=line_of(raw_key),
             )
         if not check_type(value, kind):
-            raise ConfigError(
+            raise OptionError(
+                key,
+                value,
                 f"{where}: {raw_key!r} must be {KIND_WORDS[kind]}, got {value!r}",
                 f"write {raw_key} = <{KIND_WORDS[kind]}>",
                 config=config,
                 line=line_of(raw_key),
             )
-        out[key] = float(value) if kind == "float" else value
+        value = float(value) if kind == "float" else value
+        check_option(key, value, where=where, config=config, line=line_of(raw_key))
+        out[key] = value
     return out
 
 
@@ -616,24 +656,139 @@ def select_target(targets: Sequence[Target], name: str | None, config: str) -> T
     )
 
 
+# --------------------------------------------------------------------------------------------------
+# bounds of the validator options
+
+
+def _finite_at_least(low: float, strict: bool) -> Callable[[Any], bool]:
+    return lambda v: math.isfinite(v) and (v > low if strict else v >= low)
+
+
+_BOUNDS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
+    # option: (valid?, the valid values in words, a valid example)
+    "world_size": (lambda v: v >= 1, "at least 1", "2"),
+    "atol": (_finite_at_least(0.0, strict=False), "a finite number >= 0", "1e-5"),
+    "rtol": (_finite_at_least(0.0, strict=False), "a finite number >= 0", "1e-4"),
+    "max_fix_attempts": (lambda v: v >= 0, ">= 0", "8"),
+    "timeout_sec": (_finite_at_least(0.0, strict=True), "a finite number of seconds > 0", "120"),
+    "deadline_sec": (_finite_at_least(0.0, strict=True), "a finite number of seconds > 0", "600"),
+    "helper_sample_every": (lambda v: v >= 1, "at least 1", "8"),
+    "backend": (lambda v: v in ("auto", "gloo", "nccl"), "one of auto, gloo, nccl", "auto"),
+}
+_NULLABLE = ("deadline_sec", "watched_helper_packages")
+"""Options whose None means "not set" (no deadline; the default watched packages)."""
+
+
+def check_option(
+    option: str, value: Any, *, where: str = "", config: str | None = None, line: int | None = None
+) -> None:
+    """Raise `OptionError` unless `value` has the type of `option` (see `OPTION_TYPES`) and lies in its
+    bounds: integers that are not bools, finite tolerances >= 0, a finite timeout and deadline > 0,
+    `world_size` and `helper_sample_every` >= 1, `max_fix_attempts` >= 0, a known backend and device.
+    The message starts with `where` (e.g. the config table) when given; `config` / `line` locate it."""
+    prefix = f"{where}: " if where else ""
+    if value is None and option in _NULLABLE:
+        return
+    kind = OPTION_TYPES.get(option)
+    if kind is None:
+        raise OptionError(
+            option,
+            value,
+            f"{prefix}{option} is not a distcheck option",
+            f"known options: {', '.join(OPTION_TYPES)}",
+            config=config,
+            line=line,
+        )
+    if not check_type(value, kind):
+        raise OptionError(
+            option,
+            value,
+            f"{prefix}{option} must be {KIND_WORDS[kind]}, got {value!r}",
+            f"give {option} {KIND_WORDS[kind]}",
+            config=config,
+            line=line,
+        )
+    if option == "device" and _DEVICE.fullmatch(value) is None:
+        raise OptionError(
+            option,
+            value,
+            f"{prefix}device {value!r} not understood",
+            "use auto, cpu, cuda (one rank per GPU), cuda:N (every rank on GPU N) or one device per rank "
+            "separated by commas (cuda:0,cuda:1)",
+            config=config,
+            line=line,
+        )
+    bound = _BOUNDS.get(option)
+    if bound is not None and not bound[0](value):
+        _, words, example = bound
+        raise OptionError(
+            option,
+            value,
+            f"{prefix}{option} must be {words}, got {value!r}",
+            f"give {option} a value that is {words} (e.g. {example})",
+            config=config,
+            line=line,
+        )
+
+
 def check_options(options: Mapping[str, Any]) -> None:
-    """Range checks of validator options (types are checked when reading); `ConfigError` on a bad value."""
-    checks: list[tuple[str, Callable[[Any], bool], str]] = [
-        ("world_size", lambda v: v >= 1, "at least 1"),
-        ("atol", lambda v: v >= 0, ">= 0"),
-        ("rtol", lambda v: v >= 0, ">= 0"),
-        ("max_fix_attempts", lambda v: v >= 0, ">= 0"),
-        ("timeout_sec", lambda v: v > 0, "> 0 seconds"),
-        ("helper_sample_every", lambda v: v >= 1, "at least 1"),
-        ("backend", lambda v: v in ("auto", "gloo", "nccl"), "one of auto, gloo, nccl"),
-        ("device", lambda v: _DEVICE.fullmatch(v) is not None, ""),
-    ]
-    for key, ok, words in checks:
-        if key in options and not ok(options[key]):
-            if key == "device":
-                raise ConfigError(
-                    f"device {options[key]!r} not understood",
-                    "use auto, cpu, cuda (one rank per GPU), cuda:N (every rank on GPU N) or one device per rank "
-                    "separated by commas (cuda:0,cuda:1)",
-                )
-            raise ConfigError(f"{key} must be {words}, got {options[key]!r}")
+    """`check_option` for every entry of `options` (validator option name → value); `OptionError` (a
+    `ConfigError` and a `ValueError`) naming the first bad one."""
+    for option, value in options.items():
+        check_option(option, value)
+
+
+def usable_cores() -> int:
+    """The number of CPU cores this process may run on (its affinity mask, else `os.cpu_count()`)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_rank_limit() -> int:
+    """The most ranks a CPU validation starts without `allow_oversubscribe`: `RANKS_PER_CORE` per usable core."""
+    return RANKS_PER_CORE * usable_cores()
+
+
+def _atoms(n: int) -> str:
+    return f"{n} atom" if n == 1 else f"{n} atoms"
+
+
+def check_world_size(
+    world_size: int, system_atoms: Sequence[int], *, on_cpu: bool, allow_oversubscribe: bool = False
+) -> None:
+    """Refuse, before any process starts, a `world_size` no sample system can give every rank atoms of
+    (more ranks than atoms of the smallest system in `system_atoms`), and on the CPU (`on_cpu`) more
+    than `cpu_rank_limit()` ranks unless `allow_oversubscribe`. Raises `OptionError` for `world_size`."""
+    check_option("world_size", world_size)
+    if system_atoms:
+        smallest = min(range(len(system_atoms)), key=lambda i: system_atoms[i])
+        n = int(system_atoms[smallest])
+        if world_size > n:
+            which = (
+                f"the {_atoms(n)} of the sample"
+                if len(system_atoms) == 1
+                else f"the {_atoms(n)} of system {smallest}, the smallest of the sample's {len(system_atoms)} systems"
+            )
+            raise OptionError(
+                "world_size",
+                world_size,
+                f"world_size {world_size} is more than {which}: every rank must own atoms of every system",
+                f"use a world_size of at most {n} (2 or 4 finds most distribution bugs), or a sample whose "
+                f"smallest system has at least {world_size} atoms",
+            )
+    if on_cpu and not allow_oversubscribe:
+        limit = cpu_rank_limit()
+        if world_size > limit:
+            cores = usable_cores()
+            raise OptionError(
+                "world_size",
+                world_size,
+                f"world_size {world_size} would start {world_size} rank processes on the CPU, more than "
+                f"{RANKS_PER_CORE} per core on the {cores} core{'s' if cores != 1 else ''} this process may use "
+                f"(at most {limit})",
+                f"use a world_size of at most {limit}, or start them anyway with --allow-oversubscribe (CLI), "
+                "allow_oversubscribe = true (pyproject target), allow_oversubscribe=True (library) or "
+                "distcheck.allowOversubscribe (editor)",
+            )

@@ -25,8 +25,8 @@ from ..targets import (
     OPTION_ALIASES,
     OPTION_TYPES,
     ConfigError,
-    TomlIndex,
-    check_options,
+    OptionError,
+    check_option,
     check_type,
     is_path_reference,
     load_targets,
@@ -49,20 +49,15 @@ __all__ = [
     "read_settings",
 ]
 
-SETTING_KEYS: dict[str, str] = {
-    "worldSize": "world_size",
-    "device": "device",
-    "atol": "atol",
-    "rtol": "rtol",
-    "backend": "backend",
-    "timeoutSec": "timeout_sec",
-    "autoFix": "auto_fix",
-    "maxFixAttempts": "max_fix_attempts",
-    "watchedHelperPackages": "watched_helper_packages",
-    "helperSampleEvery": "helper_sample_every",
-    "layerDiagnostic": "layer_diagnostic",
-}
-"""Client setting (camelCase, under `distcheck.`) → validator option."""
+
+def _camel(option: str) -> str:
+    head, *rest = option.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+SETTING_KEYS: dict[str, str] = {_camel(option): option for option in OPTION_TYPES}
+"""Client setting (camelCase, under `distcheck.`: `worldSize`, `timeoutSec`, `deadlineSec`, ...) → validator
+option; one per option of `distcheck.targets.OPTION_TYPES` (package.json declares the same names)."""
 
 TRACE_LEVELS = ("off", "messages", "verbose")
 
@@ -90,8 +85,10 @@ class Settings:
 
 
 def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], list[str]]:
-    """Validator options from camelCase (or snake_case) keys; unknown keys and bad values are left
-    out and described in the second list (each naming the key as `prefix + key`)."""
+    """Validator options from camelCase (or snake_case) keys; unknown keys, wrong types and values out of
+    bounds (`distcheck.targets.check_option`: NaN / inf / negative tolerances, a timeout that is not a
+    finite number > 0, ...) are left out and described in the second list (each naming the key as
+    `prefix + key`, the value and what is valid)."""
     options: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in raw.items():
@@ -107,8 +104,8 @@ def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any]
             continue
         candidate = float(value) if kind == "float" else value
         try:
-            check_options({name: candidate})
-        except ConfigError as err:
+            check_option(name, candidate)
+        except OptionError as err:
             problems.append(f"{prefix}{key}: {err.message}" + (f"; {err.hint}" if err.hint else ""))
             continue
         options[name] = candidate
@@ -237,16 +234,6 @@ def _factory_file(factory: str, search_dirs: Sequence[str]) -> str | None:
     return locate.resolve_module(where, search_dirs)
 
 
-def _option_problem(config: str, text: str, index_of: int, single: bool, err: ConfigError, key: str) -> ConfigProblem:
-    index = TomlIndex(text)
-    line = None
-    if not single:
-        line = index.keys.get(("tool.distcheck.targets", index_of, key))
-    if line is None:
-        line = index.key("tool.distcheck", 0, key)
-    return ConfigProblem(config, line or 1, None, err.message, err.hint)
-
-
 def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
     """Targets of the workspace folder `root` from its config (None config: no targets, no problem)."""
     root = os.path.abspath(root)
@@ -266,14 +253,7 @@ def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
             root, config, [], ConfigProblem(config, err.line or 1, err.column, message, err.hint), [root]
         )
     infos: list[TargetInfo] = []
-    for position, t in enumerate(raw):
-        for key, value in t.options.items():
-            try:
-                check_options({key: value})
-            except ConfigError as err:
-                problem = _option_problem(config, text, position, table.single, err, key)
-                problem.message = f"target {t.name!r}: {problem.message}"
-                return WorkspaceTargets(root, config, [], problem, [root])
+    for t in raw:  # load_targets has checked every option's type and bounds, on its line
         name = t.name or "default"
         search = list(dict.fromkeys([*t.python_path, t.root]))
         infos.append(

@@ -27,6 +27,7 @@ import torch
 
 from ..batch import Batch, as_batch
 from ..spec import MLIPSpec
+from ..targets import check_options
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
 from .factory import FactoryRef, resolve_factory
@@ -407,7 +408,8 @@ def run_distributed(
     Every rank imports the factory afresh, partitions the batch, runs the wrapper on its
     `[owned | halo]` rows with the spec's handlers and adapters, and returns its outputs; they are
     consolidated into global atom order per output kind. Raises `FactoryError` (lambda/closure
-    factory) or `SetupError` before anything starts, `DistributedError` when a rank fails (within
+    factory), `OptionError` (a `world_size` or `timeout_sec` of the wrong type, or a timeout that is
+    not a finite number > 0) or `SetupError` before anything starts, `DistributedError` when a rank fails (within
     moments of the failure; the others are killed) and `RankTimeout` past `timeout_sec`. No rank
     process outlives the call. `on_event(name, info)` is called for `rank_started`/`rank_finished`.
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
@@ -419,13 +421,12 @@ def run_distributed(
             "run_distributed was called inside a rank process: the module holding the factory starts a "
             'validation when imported. Guard that code with `if __name__ == "__main__":`'
         )
+    check_options({"world_size": world_size, "timeout_sec": timeout_sec})  # OptionError: NaN, inf, <= 0, bool
     ref = resolve_factory(model_factory)
     the_batch = as_batch(batch)
     the_spec = MLIPSpec.coerce(spec)
     devices = resolve_devices(device, world_size)
     resolved_backend = resolve_backend(backend, devices)
-    if timeout_sec <= 0:
-        raise SetupError(f"timeout_sec must be positive, got {timeout_sec}")
     ctx = process_context(start_method)
     workdir = tempfile.mkdtemp(prefix="distcheck-run-")
     job = {

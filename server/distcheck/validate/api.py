@@ -14,14 +14,16 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
-from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError
+from ..report import Attempt, DeadlineReached, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError
 from ..report import Frame as ReportFrame
-from ..runtime.errors import DistributedError, SetupError
+from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..spec import MLIPSpec
+from ..targets import check_options, check_world_size
 from .autofix import FixContext, propose
+from .deadline import Budget
 from .diagnosis import diagnose_helpers
 from .diff import compare_outputs, nonfinite_report
 from .errors import nan_hint, translate
@@ -52,9 +54,11 @@ def trace_and_validate(
     max_fix_attempts: int = 8,
     backend: str = "auto",
     timeout_sec: float = 120.0,
+    deadline_sec: float | None = None,
     watched_helper_packages: Sequence[str] | None = None,
     helper_sample_every: int = 8,
     layer_diagnostic: bool = True,
+    allow_oversubscribe: bool = False,
     progress: ProgressCallback | None = None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> TraceReport:
@@ -62,6 +66,15 @@ def trace_and_validate(
 
     Requires CUDA: without it raises `RuntimeError` before looking at its arguments, naming
     `validate_on_cpu`. Returns a `TraceReport` whose `spec` is the working (or best) spec.
+
+    Before any process starts, every option is checked (`distcheck.targets.check_option`) and a bad
+    one raises `OptionError` (a `ValueError`) naming it: NaN, inf or negative tolerances, a timeout or
+    deadline that is not a finite number > 0, a `world_size` that is not an int (bools are not) or
+    exceeds the atoms of the sample's smallest system, and on the CPU more than
+    `RANKS_PER_CORE` ranks per usable core unless `allow_oversubscribe`. `timeout_sec` bounds one
+    run (the single-process reference, or one attempt's ranks); `deadline_sec` (None: none) bounds the
+    whole validation: past it no new attempt starts, each run's timeout is at most what is left, and
+    the report ends with the best attempt so far (`TraceReport.deadline`).
     """
     if not torch.cuda.is_available():
         raise RuntimeError(
@@ -79,9 +92,11 @@ def trace_and_validate(
         max_fix_attempts=max_fix_attempts,
         backend=backend,
         timeout_sec=timeout_sec,
+        deadline_sec=deadline_sec,
         watched_helper_packages=watched_helper_packages,
         helper_sample_every=helper_sample_every,
         layer_diagnostic=layer_diagnostic,
+        allow_oversubscribe=allow_oversubscribe,
         progress=progress,
         spec=spec,
     )
@@ -97,13 +112,16 @@ def validate_on_cpu(
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     timeout_sec: float = 120.0,
+    deadline_sec: float | None = None,
     watched_helper_packages: Sequence[str] | None = None,
     helper_sample_every: int = 8,
     layer_diagnostic: bool = True,
+    allow_oversubscribe: bool = False,
     progress: ProgressCallback | None = None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> TraceReport:
-    """The same pipeline as `trace_and_validate`, on the CPU with gloo (what CI and laptops run)."""
+    """The same pipeline as `trace_and_validate`, on the CPU with gloo (what CI and laptops run), with
+    the same option checks, `timeout_sec` (one run) and `deadline_sec` (the whole validation)."""
     return _validate(
         model_factory,
         sample_batch,
@@ -115,12 +133,22 @@ def validate_on_cpu(
         max_fix_attempts=max_fix_attempts,
         backend="gloo",
         timeout_sec=timeout_sec,
+        deadline_sec=deadline_sec,
         watched_helper_packages=watched_helper_packages,
         helper_sample_every=helper_sample_every,
         layer_diagnostic=layer_diagnostic,
+        allow_oversubscribe=allow_oversubscribe,
         progress=progress,
         spec=spec,
     )
+
+
+def _as_list(packages: Sequence[str] | None) -> Any:
+    """The watched packages as `check_option` takes them: a list, or a bare string / other value as given
+    (so that it is refused, not iterated)."""
+    if packages is None or isinstance(packages, str) or not isinstance(packages, (list, tuple)):
+        return packages
+    return list(packages)
 
 
 def _findable(package: str) -> bool:
@@ -289,22 +317,43 @@ def _validate(
     progress: ProgressCallback | None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
     session: GroupSession | None = None,
+    deadline_sec: float | None = None,
+    allow_oversubscribe: bool = False,
 ) -> TraceReport:
     """The pipeline behind every entry point. With `session` (rank 0 of a launched job) attempts run on
     the job's ranks and `world_size`, `device` and `backend` are the job's; otherwise `run_distributed`
     starts the ranks."""
     t_start = time.perf_counter()
+    check_options(
+        {
+            "world_size": world_size,
+            "atol": atol,
+            "rtol": rtol,
+            "auto_fix": auto_fix,
+            "max_fix_attempts": max_fix_attempts,
+            "backend": backend,
+            "timeout_sec": timeout_sec,
+            "deadline_sec": deadline_sec,
+            "watched_helper_packages": _as_list(watched_helper_packages),
+            "helper_sample_every": helper_sample_every,
+            "layer_diagnostic": layer_diagnostic,
+            "allow_oversubscribe": allow_oversubscribe,
+        }
+    )
     ref: FactoryRef = resolve_factory(model_factory)
     batch: Batch = as_batch(sample_batch)
-    if atol < 0 or rtol < 0:
-        raise SetupError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
-    if max_fix_attempts < 0:
-        raise SetupError(f"max_fix_attempts must be >= 0, got {max_fix_attempts}")
     if session is not None:
         world_size, devices, resolved_backend = session.world_size, session.devices, session.backend
     else:
         devices = resolve_devices(device, world_size)
         resolved_backend = resolve_backend(backend, devices)
+    system_atoms = [int(n) for n in torch.bincount(batch.batch, minlength=batch.num_systems).tolist()]
+    check_world_size(
+        world_size,
+        system_atoms,
+        on_cpu=session is None and all(d == "cpu" for d in devices),  # a launcher's ranks exist already
+        allow_oversubscribe=allow_oversubscribe,
+    )
     if spec is not None:
         MLIPSpec.coerce(spec)  # a broken prior is a setup error, raised before anything starts
     prior = spec
@@ -322,6 +371,7 @@ def _validate(
         "auto_fix": auto_fix,
         "max_fix_attempts": max_fix_attempts,
         "timeout_sec": timeout_sec,
+        "deadline_sec": deadline_sec,
         "watched_helper_packages": watched,
         "helper_sample_every": helper_sample_every,
         "layer_diagnostic": layer_diagnostic,
@@ -335,6 +385,7 @@ def _validate(
     if session is not None:
         meta["hosts"] = session.hosts
         meta["placement"] = session.placement
+    budget = Budget(timeout_sec, deadline_sec, start=t_start)
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:
@@ -345,7 +396,7 @@ def _validate(
             helper_packages=watched,
             helper_sample_every=helper_sample_every,
             layer_diagnostic=layer_diagnostic,
-            timeout_sec=timeout_sec,
+            timeout_sec=budget.run_timeout(),
         )
     except DistributedError as err:
         meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
@@ -353,6 +404,7 @@ def _validate(
             0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
         )
         report = TraceReport(ok=False, spec=attempt.spec, attempts=[attempt], next_action="", meta=meta)
+        report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
         report.next_action = next_action(report)
         return report
     t_reference = time.perf_counter() - t0
@@ -370,7 +422,11 @@ def _validate(
     needs_run = True
     total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
     fix_context: FixContext | None = None
+    stopped: DeadlineReached | None = None
     while len(attempts) < total_attempts:
+        if budget.expired():  # the whole-validation deadline: no new attempt
+            stopped = budget.reached("between_attempts", len(attempts))
+            break
         index = len(attempts)
         _emit(
             progress,
@@ -388,6 +444,7 @@ def _validate(
                     "helper_sample_every": helper_sample_every,
                     "layer_diagnostic": layer_diagnostic,
                 }
+                timeout = budget.run_timeout(clip=session is None)  # a launched job's timeout is fixed at join
                 if session is not None:
                     run = session.run(
                         ref,
@@ -404,7 +461,7 @@ def _validate(
                         world_size=world_size,
                         device=devices,
                         backend=resolved_backend,
-                        timeout_sec=timeout_sec,
+                        timeout_sec=timeout,
                         instrumentation=RANK_INSTRUMENTATION,
                         instrumentation_options=instrumentation_options,
                         on_event=lambda name, info: _emit(progress, name, **info),
@@ -413,6 +470,8 @@ def _validate(
                 attempts.append(
                     _failed_attempt(index, current, rationale, rule, err, {"attempt": time.perf_counter() - t1})
                 )
+                if budget.cut_short(err):
+                    stopped = budget.reached("attempt", len(attempts))
                 run = None
                 break
             timings = dict(run.timings)
@@ -443,14 +502,15 @@ def _validate(
             break
         tried.add(proposal.spec.signature())
         current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
-    best = _best(attempts)
+    best = _best(attempts) if attempts else None  # none when the deadline passed before the first attempt
     meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
     report = TraceReport(
-        ok=best.passed and not best.partition_health.get("degenerate"),
-        spec=best.spec,
+        ok=best is not None and best.passed and not best.partition_health.get("degenerate"),
+        spec=best.spec if best is not None else current,
         attempts=attempts,
         next_action="",
         meta=meta,
+        deadline=stopped,
     )
     report.next_action = next_action(report)
     _emit(progress, "finished", ok=report.ok)

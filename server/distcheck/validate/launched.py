@@ -10,6 +10,7 @@ from typing import Any
 from ..report import TraceReport
 from ..runtime.group import GroupSession
 from ..spec import MLIPSpec
+from ..targets import check_options
 from .api import ProgressCallback, _validate
 
 __all__ = ["validate_launched"]
@@ -26,9 +27,11 @@ def validate_launched(
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     timeout_sec: float = 120.0,
+    deadline_sec: float | None = None,
     watched_helper_packages: Sequence[str] | None = None,
     helper_sample_every: int = 8,
     layer_diagnostic: bool = True,
+    allow_oversubscribe: bool = False,
     progress: ProgressCallback | None = None,
     spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> TraceReport | None:
@@ -40,7 +43,10 @@ def validate_launched(
     the spec, and returns the `TraceReport`; the other ranks run its attempts and return None. The
     factory must be importable by reference on every node (a module-level function in a file or
     package present at the same path). Raises `SetupError` when not started by a launcher.
+    `deadline_sec` stops starting attempts once passed (the job's `timeout_sec` is fixed when it joins);
+    `allow_oversubscribe` is accepted for symmetry and has no effect: the launcher started the ranks.
     """
+    check_options({"timeout_sec": timeout_sec, "deadline_sec": deadline_sec})  # before the group is joined
     session = GroupSession.join(device=device, backend=backend, timeout_sec=timeout_sec)
     try:
         if not session.is_leader:
@@ -58,6 +64,8 @@ def validate_launched(
                 max_fix_attempts=max_fix_attempts,
                 backend=session.backend,
                 timeout_sec=timeout_sec,
+                deadline_sec=deadline_sec,
+                allow_oversubscribe=allow_oversubscribe,
                 watched_helper_packages=watched_helper_packages,
                 helper_sample_every=helper_sample_every,
                 layer_diagnostic=layer_diagnostic,

@@ -1,14 +1,15 @@
 """The report's `next_action`: one line ranked by cause, then the details that justify it.
 
-Order: partition health (a degenerate partition makes any verdict meaningless), worker errors,
-halo coverage, undeclared helpers, the auto-fix that worked, then the layer verdict.
+Order: the whole-validation deadline when it stopped the validation, partition health (a degenerate
+partition makes any verdict meaningless), worker errors, halo coverage, undeclared helpers, the
+auto-fix that worked, then the layer verdict.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..report import Attempt, TraceReport
+from ..report import Attempt, DeadlineReached, TraceReport
 
 __all__ = ["next_action"]
 
@@ -26,7 +27,41 @@ def _failing(a: Attempt, atol: float, rtol: float) -> str:
 
 
 def next_action(report: TraceReport) -> str:
-    """A one-line verdict with the concrete next step ("OK — …" or "FAIL — …"), then supporting lines."""
+    """A one-line verdict with the concrete next step ("OK — …" or "FAIL — …"), then supporting lines.
+
+    When the whole-validation deadline stopped the validation (`report.deadline`), the first line says
+    so (after how many attempts, and what to raise) and the best attempt so far follows."""
+    verdict = _verdict_action(report)
+    if report.deadline is None:
+        return verdict
+    head = _deadline_line(report.deadline)
+    if not report.attempts:
+        return head
+    first, *rest = verdict.split("\n")
+    return "\n".join([head, "best attempt so far: " + first.removeprefix("FAIL — ").removeprefix("OK — "), *rest])
+
+
+_RAISE = "raise deadline_sec (--deadline; distcheck.deadlineSec in the editor)"
+
+
+def _deadline_line(d: DeadlineReached) -> str:
+    n = f"{d.attempts} attempt{'' if d.attempts == 1 else 's'}"
+    if d.stage == "reference":
+        where = "during the single-process reference run, before any attempt"
+        what = f"{_RAISE}, or use a smaller sample"
+    elif d.stage == "attempt":
+        where = f"during attempt {d.attempts}, whose ranks were stopped ({n} in all)"
+        what = f"{_RAISE} so the attempts can finish"
+    elif d.attempts == 0:
+        where = "after the reference run, before the first distributed attempt"
+        what = _RAISE
+    else:
+        where = f"after {n}; no further auto-fix attempt was started"
+        what = f"{_RAISE} to let auto-fix try more, or lower max_fix_attempts"
+    return f"FAIL — the deadline of {d.deadline_sec:g} s was reached {where} ({d.elapsed_sec:.1f} s): {what}"
+
+
+def _verdict_action(report: TraceReport) -> str:
     meta = report.meta
     atol, rtol, ws = meta.get("atol", 0.0), meta.get("rtol", 0.0), meta.get("world_size")
     if not report.attempts:

@@ -182,7 +182,8 @@ def test_settings_overrides_and_workspace_targets(tmp_path: Path) -> None:
     assert any("distcheck.device" in p and "not understood" in p for p in settings.problems)
     options, problems = convert_options({"world_size": 3, "timeout": 5, "maxFixAttempts": -1}, "override ")
     assert options == {"world_size": 3, "timeout_sec": 5.0} and problems == [
-        "override maxFixAttempts: max_fix_attempts must be >= 0, got -1"
+        "override maxFixAttempts: max_fix_attempts must be >= 0, got -1; give max_fix_attempts a value that is "
+        ">= 0 (e.g. 8)"
     ]
 
     wt = load_workspace_targets(str(EXAMPLES), read_disk)
