@@ -224,8 +224,10 @@ def find_workspace_config(root: str, text_of: TextOf) -> str | None:
         directory = parent
 
 
-def _factory_file(factory: str, search_dirs: Sequence[str]) -> str | None:
-    parts = split_reference(factory)
+def reference_file(reference: str, search_dirs: Sequence[str]) -> str | None:
+    """The source file of a `module:name` or `path/file.py:name` reference, found without importing
+    anything (None when `search_dirs` do not hold the module: it would come from installed packages)."""
+    parts = split_reference(reference)
     if parts is None:
         return None
     where = parts[0]
@@ -261,7 +263,7 @@ def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
                 name=name,
                 source="pyproject",
                 factory=t.factory,
-                factory_file=_factory_file(t.factory, search),
+                factory_file=reference_file(t.factory, search),
                 sample=t.sample,
                 sample_is_file=t.sample_is_file,
                 spec_path=t.spec or default_spec_path(t.root, name),

@@ -141,8 +141,11 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     options = dict(params.get("options") or {})
     check_options(options)
     before = set(sys.modules)
+    home = os.getcwd()
     state = cli._push_python_path(target.python_path)
     try:
+        # The user's code runs where the CLI would run it: in the project directory.
+        os.chdir(target.root)
         factory = cli._import(target.factory, "factory")
         if not callable(factory):
             raise ConfigError(
@@ -186,6 +189,7 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
         }
         return report, notice
     finally:
+        os.chdir(home)
         cli._pop_python_path(state)
         _purge_user_modules(before, _user_dirs(params))
 
@@ -241,14 +245,9 @@ def _watchdog(parent: int) -> None:
 def _warm_pool() -> None:
     """Start the forkserver now (torch preloaded) so the first validation does not wait for it."""
     try:
-        from multiprocessing import forkserver
+        from ..runtime.launch import process_context
 
-        from ..runtime.launch import main_hidden, process_context
-
-        ctx = process_context()
-        if ctx.get_start_method() == "forkserver":
-            with main_hidden():
-                forkserver.ensure_running()
+        process_context()
     except Exception as exc:  # the pool starts on first use anyway
         print(f"distcheck runner: could not pre-start the process pool: {exc}", file=sys.stderr, flush=True)
 
@@ -260,6 +259,9 @@ def main() -> int:
     channel = _Channel(os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1))
     parent = os.getppid()
     threading.Thread(target=_watchdog, args=(parent,), daemon=True, name="distcheck-watchdog").start()
+    from .. import importguard
+
+    importguard.install()  # before torch: nothing below may come from a project directory
     t0 = time.perf_counter()
     import torch
 

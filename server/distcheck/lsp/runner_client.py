@@ -216,6 +216,9 @@ class RunnerClient:
         if here not in current:
             env["PYTHONPATH"] = os.pathsep.join([here, *current])
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # With the private working directory this keeps every directory of the user's out of the
+        # runner's import path at start-up (Python 3.11+; older ones rely on the directory alone).
+        env["PYTHONSAFEPATH"] = "1"
         return env
 
     async def start(self) -> None:

@@ -34,10 +34,10 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from .. import __version__
+from .. import __version__, importguard
 from ..report import TraceReport
 from ..spec import validate_json
-from . import actions, diagnostics, locate
+from . import actions, diagnostics, locate, trust
 from .config import (
     Settings,
     TargetInfo,
@@ -77,6 +77,11 @@ class RequestFailed(JsonRpcException):
     """A request that was understood but could not be carried out (LSP error -32803)."""
 
     CODE = REQUEST_FAILED
+
+
+class OutsideWorkspace(RequestFailed):
+    """The target would import code from outside the workspace: `data` is
+    `{"kind": "outside-workspace", "target": name, "paths": [...]}`, for the client to confirm."""
 
 
 @dataclass
@@ -125,6 +130,9 @@ class DistcheckServer(LanguageServer):
         self._shutting_down = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._encoding = "utf-16"
+        # Until the client says otherwise the workspace is untrusted: nothing of it is run.
+        self.trusted = False
+        self._confirmed_outside: set[str] = set()
 
     # ---- small helpers
 
@@ -409,7 +417,8 @@ class DistcheckServer(LanguageServer):
     async def start_runner(self) -> RunnerClient:
         if self.runner is not None and self.runner.alive:
             return self.runner
-        runner = RunnerClient(cwd=self.roots()[0], log=self.log, on_exit=self._runner_exited)
+        # Never the workspace: the runner must import nothing from it before a validation asks it to.
+        runner = RunnerClient(cwd=importguard.private_dir(), log=self.log, on_exit=self._runner_exited)
         self.runner = runner
         await runner.start()
         return runner
@@ -455,11 +464,19 @@ class DistcheckServer(LanguageServer):
 
     def start_validation(self, args: Sequence[Any]) -> dict[str, Any]:
         """`distcheck.validate`: check the request, register the run, start its task (never awaits)."""
+        if not self.trusted:
+            raise RequestFailed(trust.UNTRUSTED)
         arg: str | None = None
         raw_overrides: Any = None
+        confirmed: list[str] = []
         for item in args:
             if isinstance(item, str) and arg is None:
                 arg = item
+            elif isinstance(item, Mapping) and "confirmOutsideWorkspace" in item:
+                paths = item["confirmOutsideWorkspace"]
+                if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                    raise JsonRpcInvalidParams("confirmOutsideWorkspace takes a list of paths")
+                confirmed = list(paths)
             elif isinstance(item, Mapping):
                 raw_overrides = item
             elif item is not None:
@@ -467,6 +484,14 @@ class DistcheckServer(LanguageServer):
                     f"distcheck.validate takes [target?: string, overrides?: object], got {type(item).__name__}"
                 )
         target = self.resolve_target(arg)
+        self._confirmed_outside.update(os.path.realpath(p) for p in confirmed)
+        outside = trust.code_outside(target, self.roots(), self._confirmed_outside)
+        if outside:
+            raise OutsideWorkspace(
+                f"validating {target.name} would import and run code from outside the workspace "
+                f"({', '.join(outside)}); confirm that you trust it, or move it into a workspace folder",
+                data={"kind": trust.OUTSIDE_WORKSPACE, "target": target.name, "paths": outside},
+            )
         if target.name in self.runs:
             raise AlreadyRunning(
                 f"a validation of this target is already running ({target.name}); wait for it to finish or "
@@ -877,13 +902,27 @@ def _on_initialize(ls: DistcheckServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if isinstance(options, Mapping) and isinstance(options.get("settings"), Mapping):
         ls.apply_settings(options["settings"])
+    ls.trusted = isinstance(options, Mapping) and options.get("trusted") is True
+
+
+def _on_trust(ls: DistcheckServer, params: Any) -> None:
+    """`distcheck/trust` `{trusted}`: the user granted (or, in a new window, withdrew) workspace trust."""
+    trusted = getattr(params, "trusted", None)
+    if trusted is None and isinstance(params, Mapping):
+        trusted = params.get("trusted")
+    ls.trusted = trusted is True
+    state = "trusted: validation enabled" if ls.trusted else "not trusted: validation disabled"
+    ls.log("info", f"workspace {state}")
+    if not ls.trusted:
+        ls.spawn(ls.cancel(None), "distcheck-untrusted-cancel")
 
 
 async def _on_initialized(ls: DistcheckServer, params: types.InitializedParams) -> None:
     await ls.refresh_settings()
     ls.log("info", f"distcheck {__version__} language server (pid {os.getpid()}, {sys.executable})")
     ls.check_configs()
-    ls.spawn(ls.start_runner(), "distcheck-runner-start")
+    # The runner starts with the first validation, not here: before the user asks for one, nothing
+    # that could import the workspace's code runs.
 
 
 async def _on_change_configuration(ls: DistcheckServer, params: types.DidChangeConfigurationParams) -> None:
@@ -1012,16 +1051,20 @@ def create_server() -> DistcheckServer:
     ls.feature("distcheck/lastReport")(_req_last_report)
     ls.feature("distcheck/targets")(_req_targets)
     ls.feature("distcheck/debugInfo")(_req_debug_info)
+    ls.feature("distcheck/trust")(_on_trust)
     return ls
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server on stdio (`--stdio` is accepted and is the only transport)."""
+    """Run the server on stdio (`--stdio` is accepted and is the only transport) until the editor's
+    pipe closes or it says `exit`; returns the exit code (`transport.serve_stdio`). Badly framed
+    messages are dropped and logged; nothing the daemon started outlives it."""
+    from .transport import serve_stdio
+
     parser = argparse.ArgumentParser(prog="distcheck-lsp", description="The distcheck language server (stdio).")
     parser.add_argument("--stdio", action="store_true", help="talk LSP on stdin/stdout (the default)")
     parser.add_argument("--log-level", default="WARNING", help="Python logging level for pygls on stderr")
     args, _unknown = parser.parse_known_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
-    create_server().start_io()
-    return 0
+    return serve_stdio(create_server())

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .. import importguard
 from ..batch import Batch, as_batch
 from ..spec import MLIPSpec
 from ..targets import check_options
@@ -172,6 +173,7 @@ _CONTEXTS: dict[str, Any] = {}
 
 
 BASE_PRELOAD: tuple[str, ...] = (
+    "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
     "torch",
     "torch.distributed",
     # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
@@ -205,7 +207,21 @@ def process_context(method: str | None = None) -> Any:
         if method == "forkserver":
             ctx.set_forkserver_preload(preload_modules())
         _CONTEXTS[method] = ctx
+    _start_helpers(method)
     return _CONTEXTS[method]
+
+
+def _start_helpers(method: str) -> None:
+    """Start the forkserver and the resource tracker (both `python -c` processes, which would put
+    the current directory first on their `sys.path`) from distcheck's private directory; each call
+    after the first only checks that they are still alive."""
+    from multiprocessing import forkserver, resource_tracker
+
+    with importguard.private_cwd(), main_hidden():
+        if method == "forkserver":
+            forkserver.ensure_running()
+        else:
+            resource_tracker.ensure_running()
 
 
 @contextlib.contextmanager

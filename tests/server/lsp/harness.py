@@ -203,8 +203,11 @@ def plain(obj: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def lsp_session(workspace: Path, settings: dict[str, Any] | None = None) -> AsyncIterator[Session]:
-    """A real `python -m distcheck.lsp` over stdio, initialized on `workspace`."""
+async def lsp_session(
+    workspace: Path, settings: dict[str, Any] | None = None, *, trusted: bool = True
+) -> AsyncIterator[Session]:
+    """A real `python -m distcheck.lsp` over stdio, initialized on `workspace` (trusted, as the
+    client says in `initializationOptions`, unless `trusted=False`)."""
     rec = Recorder()
     client = LanguageClient(converter_factory=default_converter, configuration={"": {"distcheck": settings or {}}})
     for method, fn in DEFAULT_CLIENT_FEATURES.items():
@@ -235,7 +238,10 @@ async def lsp_session(workspace: Path, settings: dict[str, Any] | None = None) -
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "server"), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     )
-    await client.start_io(sys.executable, "-m", "distcheck.lsp", "--stdio", env=env, cwd=str(workspace))
+    # As the extension does: never from the workspace, which `python -m` would put first on sys.path.
+    daemon_cwd = workspace.parent / ".daemon-cwd"
+    daemon_cwd.mkdir(exist_ok=True)
+    await client.start_io(sys.executable, "-m", "distcheck.lsp", "--stdio", env=env, cwd=str(daemon_cwd))
     caps = client_capabilities("visual-studio-code")
     try:
         await client.initialize_session(
@@ -243,6 +249,7 @@ async def lsp_session(workspace: Path, settings: dict[str, Any] | None = None) -
                 capabilities=caps,
                 root_uri=uri(workspace),
                 workspace_folders=[types.WorkspaceFolder(uri=uri(workspace), name=workspace.name)],
+                initialization_options={"trusted": trusted},
             )
         )
         yield Session(client, rec, workspace)
