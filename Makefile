@@ -70,4 +70,4 @@ test-e2e: $(STAMP) $(NPM_STAMP)
 	tests/e2e/setup.sh
 	npm run package
 	node extension/esbuild.mjs --e2e
-	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/out/smoke.e2e.js tests/e2e/out/restricted.e2e.js tests/e2e/out/scenario.e2e.js
+	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/out/smoke.e2e.js tests/e2e/out/restricted.e2e.js tests/e2e/out/trust.e2e.js tests/e2e/out/scenario.e2e.js

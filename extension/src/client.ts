@@ -73,7 +73,8 @@ async function pythonFromExtension(resource: vscode.Uri | undefined): Promise<st
 
 function probe(command: string, cwd: string): Promise<ProbeResult> {
   return new Promise((resolve) => {
-    execFile(command, IMPORT_CHECK_ARGS, { cwd, timeout: 90_000, windowsHide: true }, (error, _stdout, stderr) => {
+    const env = { ...process.env, PYTHONSAFEPATH: "1" };
+    execFile(command, IMPORT_CHECK_ARGS, { cwd, env, timeout: 90_000, windowsHide: true }, (error, _stdout, stderr) => {
       if (!error) {
         resolve({ code: 0, stderr: stderr });
         return;
@@ -180,7 +181,8 @@ export class ServerManager implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: python.command,
       args: ["-m", "distcheck.lsp"],
-      options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: "1" } },
+      // PYTHONSAFEPATH: Python 3.11+ then puts no working directory on the server's sys.path at all.
+      options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: "1", PYTHONSAFEPATH: "1" } },
     };
     const budget = this.budget;
     const clientOptions: LanguageClientOptions = {
@@ -195,6 +197,8 @@ export class ServerManager implements vscode.Disposable {
         configurationSection: "distcheck",
         fileEvents: vscode.workspace.createFileSystemWatcher("**/{pyproject.toml,*.distspec.json}"),
       },
+      // The server runs nothing of the workspace until it is told the workspace is trusted.
+      initializationOptions: { trusted: vscode.workspace.isTrusted },
       outputChannel: this.output,
       traceOutputChannel: this.trace,
       diagnosticCollectionName: "distcheck",
@@ -243,6 +247,11 @@ export class ServerManager implements vscode.Disposable {
       }),
     );
     this.client = client;
+    this.clientSubscriptions.push(
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        void client.sendNotification("distcheck/trust", { trusted: true });
+      }),
+    );
     try {
       await client.start();
       this.hookProgress(client);

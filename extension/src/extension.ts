@@ -64,6 +64,18 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** The paths of a server refusal to run code from outside the workspace, else undefined. */
+function outsideWorkspacePaths(error: unknown): string[] | undefined {
+  if (!(error instanceof ResponseError) || error.code !== LSP_REQUEST_FAILED || !isRecord(error.data)) {
+    return undefined;
+  }
+  const { kind, paths } = error.data;
+  if (kind !== "outside-workspace" || !Array.isArray(paths) || !paths.every((p) => typeof p === "string")) {
+    return undefined;
+  }
+  return paths;
+}
+
 async function pickTarget(targets: TargetInfo[], preselect: string | undefined, title: string): Promise<string | undefined> {
   type Item = vscode.QuickPickItem & { name: string };
   const items: Item[] = targets.map((t) => ({
@@ -147,7 +159,10 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       return;
     }
     try {
-      const result = await server.executeServerCommand(SERVER_COMMANDS.validate, [target]);
+      const result = await startValidation(target);
+      if (result === undefined) {
+        return;
+      }
       const name = isRecord(result) && typeof result.target === "string" ? result.target : target;
       if (!status.model.running.has(name)) {
         status.started(name, "starting");
@@ -163,6 +178,30 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       } else {
         void vscode.window.showErrorMessage(`Distcheck: could not start the validation: ${errorText(error)}`);
       }
+    }
+  }
+
+  /**
+   * Asks the server to validate `target`. When the target's code lies outside the workspace the server
+   * refuses until the user confirms those paths; undefined when the user declines.
+   */
+  async function startValidation(target: string): Promise<unknown> {
+    try {
+      return await server.executeServerCommand(SERVER_COMMANDS.validate, [target]);
+    } catch (error) {
+      const paths = outsideWorkspacePaths(error);
+      if (!paths) {
+        throw error;
+      }
+      const choice = await vscode.window.showWarningMessage(
+        `Validating ${target} imports and runs code from outside this workspace:\n${paths.join("\n")}\nRun it only if you trust that code.`,
+        { modal: true },
+        "Run it",
+      );
+      if (choice !== "Run it") {
+        return undefined;
+      }
+      return server.executeServerCommand(SERVER_COMMANDS.validate, [target, { confirmOutsideWorkspace: paths }]);
     }
   }
 

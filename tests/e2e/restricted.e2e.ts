@@ -10,12 +10,14 @@ import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import { Session, sleep } from "./harness";
+import { addShadowFiles, markers } from "./shadow";
 
 describe("restricted mode: an untrusted workspace", { timeout: 600_000 }, () => {
   const session = new Session({
     name: "restricted",
     trustPrompt: true,
     prepareWorkspace: (ws) => {
+      addShadowFiles(ws);
       fs.writeFileSync(
         path.join(ws, "broken.distspec.json"),
         `${JSON.stringify({ format: "distcheck-spec", version: 1, system_reductions: "yes", not_a_field: 1 }, null, 2)}\n`,
@@ -71,5 +73,12 @@ describe("restricted mode: an untrusted workspace", { timeout: 600_000 }, () => 
       assert.match(text, /not_a_field|not allowed/i);
       assert.match(text, /boolean/i);
       await session.shot("spec-diagnostics");
+    }));
+
+  it("nothing of the workspace ran: no json.py, torch.py, distcheck.py, build backend or model", () =>
+    session.step("no-markers", async () => {
+      await session.quickOpen("marked_model.py");
+      await sleep(3000);
+      assert.deepEqual(markers(session.workspace), []);
     }));
 });
