@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import beacon
 from .context import RankContext
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 def _reduce(ctx: RankContext, t: torch.Tensor, op: Any = None) -> torch.Tensor:
     out = t.contiguous().clone()
     if ctx.distributed:
-        with ctx.timed("collectives"):
+        with ctx.timed("collectives"), beacon.collective("all_reduce"):
             dist.all_reduce(out, op=op if op is not None else dist.ReduceOp.SUM, group=ctx.group)
     return out
 

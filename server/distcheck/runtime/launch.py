@@ -2,8 +2,10 @@
 
 Ranks are started from a `forkserver` that has torch and distcheck preloaded (user code is imported
 fresh in every rank), falling back to `spawn` where forkserver is unavailable. Each rank is its own
-process-group leader, so a timeout, a cancellation or a dead peer kills everything it started.
-Ranks rendezvous through a file in a private temporary directory, never on a network interface.
+process-group leader and a child subreaper, and dies with the forkserver, which dies with this
+process, however it dies (`lifeline`): a timeout, a cancellation, a dead peer or a dead owner kills
+everything the ranks started. Ranks rendezvous through a file in a private run directory, never on a
+network interface; `supervise` watches them and names the culprit when one fails or hangs.
 """
 
 from __future__ import annotations
@@ -11,12 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import multiprocessing.connection
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +27,12 @@ from .. import importguard
 from ..batch import Batch, as_batch
 from ..spec import MLIPSpec
 from ..targets import check_options
+from . import beacon, lifeline
 from .consolidate import Consolidated, RankRows, consolidate
-from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
+from .errors import SetupError
 from .factory import FactoryRef, resolve_factory
 from .rank import NCCL_SAFE_ENV, configure_rank_process, error_record, forward_rank, prepare_rank
+from .supervise import read_failure, stop_all, supervise
 
 __all__ = [
     "NCCL_SAFE_ENV",
@@ -40,9 +40,12 @@ __all__ = [
     "RankRecord",
     "assemble_run",
     "check_cuda_index",
+    "read_failure",
     "resolve_backend",
     "resolve_devices",
     "run_distributed",
+    "stop_all",
+    "write_error",
 ]
 
 
@@ -247,39 +250,7 @@ def main_hidden() -> Iterator[None]:
             main.__dict__.update(saved)
 
 
-def _kill_group(proc: Any) -> None:
-    if proc.pid is None:
-        return
-    for sig_target in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
-        try:
-            sig_target()
-        except (ProcessLookupError, PermissionError, OSError, AttributeError):
-            pass
-
-
-def stop_all(procs: Sequence[Any]) -> None:
-    for p in procs:
-        if p.exitcode is None:
-            _kill_group(p)
-    for p in procs:
-        p.join(timeout=5)
-    for p in procs:
-        # Grandchildren the rank started (data loaders, compilers) share its process group.
-        try:
-            if p.pid is not None:
-                os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-
 # -- inside a rank ---------------------------------------------------------------------------------
-def write_phase(workdir: str, rank: int, phase: str) -> None:
-    path = os.path.join(workdir, f"rank{rank}.phase")
-    with open(path + ".tmp", "w") as fh:
-        fh.write(phase)
-    os.replace(path + ".tmp", path)
-
-
 def write_error(workdir: str, rank: int, record: dict[str, Any]) -> None:
     """Publish a rank's error record atomically: the parent may read it while the rank is still dying."""
     path = os.path.join(workdir, f"rank{rank}.error.json")
@@ -288,32 +259,48 @@ def write_error(workdir: str, rank: int, record: dict[str, Any]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _rank_entry(rank: int, job: dict[str, Any]) -> None:
-    """Body of a rank process (module level so forkserver/spawn can start it)."""
-    try:
+def start_child_process(workdir: str, name: str, owner: int | None) -> None:
+    """First steps of a rank or reference process: die with its parent (`lifeline.arm_child`), lead
+    its own process group, send stdout/stderr to `<name>.log` and start its beacon (phase, stack)."""
+    lifeline.arm_child(owner)
+    with contextlib.suppress(OSError):
         os.setpgrp()
-    except OSError:
-        pass
-    workdir: str = job["workdir"]
-    log_fd = os.open(os.path.join(workdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = os.open(os.path.join(workdir, f"{name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
+    os.close(log_fd)
+    beacon.install(workdir, name)
+    beacon.set_phase("starting")
+
+
+def end_child_process(code: int) -> None:
+    """Last step of a rank or reference process: kill whatever the model started and left running
+    (in any process group or session: this process adopted their orphans), then exit with `code`."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        lifeline.kill_tree()
+    finally:
+        os._exit(code)  # never hang in interpreter teardown or a half-dead process group
+
+
+def _rank_entry(rank: int, job: dict[str, Any]) -> None:
+    """Body of a rank process (module level so forkserver/spawn can start it)."""
+    workdir: str = job["workdir"]
     code = 1
     try:
+        start_child_process(workdir, f"rank{rank}", job.get("owner"))
         result = _run_rank(rank, job)
         tmp = os.path.join(workdir, f"rank{rank}.pt.tmp")
         torch.save(result, tmp)
         os.replace(tmp, os.path.join(workdir, f"rank{rank}.pt"))
-        write_phase(workdir, rank, "done")
+        beacon.set_phase("done")
         code = 0
     except BaseException as exc:  # report everything, including SystemExit from user code
-        write_error(workdir, rank, error_record(exc, job["devices"][rank]))
+        with contextlib.suppress(BaseException):
+            write_error(workdir, rank, error_record(exc, job["devices"][rank]))
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)  # never hang in interpreter teardown or a half-dead process group
+        end_child_process(code)
 
 
 def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
@@ -323,7 +310,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     device = torch.device(job["devices"][rank])
     configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
     t0 = time.perf_counter()
-    write_phase(workdir, rank, "rendezvous")
+    beacon.set_phase("rendezvous")
     dist.init_process_group(
         job["backend"],
         init_method="file://" + os.path.join(workdir, "rendezvous"),
@@ -334,14 +321,12 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     )
     rendezvous = time.perf_counter() - t0
 
-    def phase(name: str) -> None:
-        write_phase(workdir, rank, name)
-
-    prepared = prepare_rank(rank, world_size, job, device, phase)
+    prepared = prepare_rank(rank, world_size, job, device, beacon.set_phase)
     prepared.timings["rendezvous"] = rendezvous
-    result = forward_rank(prepared, phase)
+    result = forward_rank(prepared, beacon.set_phase)
     try:
-        dist.barrier()
+        with beacon.collective("barrier"):
+            dist.barrier()
         dist.destroy_process_group()
     except Exception:
         pass
@@ -349,60 +334,6 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- the parent ------------------------------------------------------------------------------------
-def read_failure(workdir: str, rank: int, exitcode: int | None) -> RankFailure:
-    phase = "starting"
-    try:
-        with open(os.path.join(workdir, f"rank{rank}.phase")) as fh:
-            phase = fh.read().strip() or phase
-    except OSError:
-        pass
-    log_tail = ""
-    try:
-        with open(os.path.join(workdir, f"rank{rank}.log"), "rb") as fh:
-            log_tail = fh.read()[-4000:].decode("utf-8", "replace")
-    except OSError:
-        pass
-    err_path = os.path.join(workdir, f"rank{rank}.error.json")
-    rec: dict[str, Any] | None = None
-    try:
-        with open(err_path) as fh:
-            rec = json.load(fh)
-    except (OSError, ValueError):
-        pass
-    if rec is not None:
-        return RankFailure(
-            rank=rank,
-            type=rec["type"],
-            message=rec["message"],
-            phase=phase,
-            frames=[Frame(**f) for f in rec["frames"]],
-            traceback=rec["traceback"],
-            exitcode=exitcode,
-            log_tail=log_tail,
-            peak_memory_bytes=rec.get("peak_memory_bytes"),
-        )
-    if exitcode is not None and exitcode < 0:
-        try:
-            signame = signal.Signals(-exitcode).name
-        except ValueError:
-            signame = f"signal {-exitcode}"
-        message = f"rank {rank} was killed by {signame} during {phase!r} (out of memory or a crash in native code?)"
-        kind = "RankKilled"
-    else:
-        message = f"rank {rank} exited with code {exitcode} during {phase!r} without a Python exception"
-        kind = "RankExited"
-    last = [line for line in log_tail.strip().splitlines() if line.strip()][-3:]
-    if last:
-        message += "; its last output: " + " | ".join(x.strip() for x in last)
-    return RankFailure(rank=rank, type=kind, message=message, phase=phase, exitcode=exitcode, log_tail=log_tail)
-
-
-def _failure_message(first: RankFailure, world_size: int) -> str:
-    where = f" at {first.frames[-1].file}:{first.frames[-1].line}" if first.frames else ""
-    others = " The other ranks were stopped." if world_size > 1 else ""
-    return f"rank {first.rank} failed during {first.phase!r}: {first.type}: {first.message}{where}.{others}"
-
-
 def run_distributed(
     model_factory: Callable[..., Any] | str | FactoryRef,
     batch: Any,
@@ -425,9 +356,14 @@ def run_distributed(
     `[owned | halo]` rows with the spec's handlers and adapters, and returns its outputs; they are
     consolidated into global atom order per output kind. Raises `FactoryError` (lambda/closure
     factory), `OptionError` (a `world_size` or `timeout_sec` of the wrong type, or a timeout that is
-    not a finite number > 0) or `SetupError` before anything starts, `DistributedError` when a rank fails (within
-    moments of the failure; the others are killed) and `RankTimeout` past `timeout_sec`. No rank
-    process outlives the call. `on_event(name, info)` is called for `rank_started`/`rank_finished`.
+    not a finite number > 0) or `SetupError` before anything starts, `DistributedError` when a rank
+    fails (within moments of the failure; the others are killed; the culprit is `failures[0]`: a
+    rank that raised outside a collective, died, or exited without a result comes before the ranks
+    that saw it vanish) and `RankTimeout` when the ranks have not all returned `timeout_sec` after
+    they were started (`timeout_sec` bounds this one run; the failure names the rank busy outside a
+    collective, with its Python stack, before the ranks that waited for it in one). No rank, nor
+    anything a rank started, outlives the call, nor this process however it ends.
+    `on_event(name, info)` is called for `rank_started`/`rank_finished`.
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
     result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
@@ -444,9 +380,11 @@ def run_distributed(
     devices = resolve_devices(device, world_size)
     resolved_backend = resolve_backend(backend, devices)
     ctx = process_context(start_method)
-    workdir = tempfile.mkdtemp(prefix="distcheck-run-")
+    run_dir = lifeline.make_run_dir("run")
+    workdir = run_dir.path
     job = {
         "workdir": workdir,
+        "owner": os.getpid(),
         "world_size": world_size,
         "devices": devices,
         "backend": resolved_backend,
@@ -461,50 +399,33 @@ def run_distributed(
     }
     procs: list[Any] = []
     t_start = time.perf_counter()
+
+    def finished(r: int, exitcode: int | None) -> None:
+        if on_event:
+            on_event("rank_finished", {"rank": r, "exitcode": exitcode})
+
     try:
         for r in range(world_size):
             p = ctx.Process(target=_rank_entry, args=(r, job), name=f"distcheck-rank{r}", daemon=False)
+            procs.append(p)  # before start: an interrupted start still gets stopped
             with main_hidden():
                 p.start()
-            procs.append(p)
             if on_event:
                 on_event("rank_started", {"rank": r, "pid": p.pid})
         t_started = time.perf_counter()
-        deadline = t_start + timeout_sec
-        pending = {p.sentinel: (r, p) for r, p in enumerate(procs)}
-        while pending:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                running = [r for r, p in pending.values()]
-                failures = [read_failure(workdir, r, None) for r in running]
-                phases = ", ".join(f"rank {f.rank} in {f.phase!r}" for f in failures)
-                stop_all(procs)
-                raise RankTimeout(
-                    f"timed out after {timeout_sec:g} s ({phases}); every rank was killed. A rank blocked in "
-                    "'forward' usually waits in a collective its peers never reached (ranks took different "
-                    "code paths); otherwise raise timeout_sec.",
-                    failures,
-                )
-            ready = multiprocessing.connection.wait(list(pending), timeout=min(remaining, 1.0))
-            for sentinel in ready:
-                r, p = pending.pop(sentinel)
-                p.join()
-                if on_event:
-                    on_event("rank_finished", {"rank": r, "exitcode": p.exitcode})
-                if p.exitcode != 0:
-                    first = read_failure(workdir, r, p.exitcode)
-                    stop_all(procs)
-                    others = [
-                        read_failure(workdir, o, procs[o].exitcode)
-                        for o in range(world_size)
-                        if o != r and os.path.exists(os.path.join(workdir, f"rank{o}.error.json"))
-                    ]
-                    raise DistributedError(_failure_message(first, world_size), [first, *others])
+        supervise(
+            procs,
+            workdir,
+            timeout_sec=timeout_sec,
+            t_start=t_start,
+            has_result=lambda r: os.path.exists(os.path.join(workdir, f"rank{r}.pt")),
+            on_finished=finished,
+        )
         t_done = time.perf_counter()
         results = [torch.load(os.path.join(workdir, f"rank{r}.pt"), weights_only=True) for r in range(world_size)]
     finally:
         stop_all(procs)
-        shutil.rmtree(workdir, ignore_errors=True)
+        run_dir.remove()
     return assemble_run(
         results,
         the_spec,
@@ -548,3 +469,8 @@ def assemble_run(
         instrumentation=[res.get("instrumentation") for res in results],
         timings=timings,
     )
+
+
+# In the forkserver (which imports this module among its preload modules): die with the owner, taking
+# every rank and what they started along. Does nothing in any other process.
+lifeline.arm_forkserver()

@@ -20,6 +20,7 @@ import torch
 
 from ..batch import Batch
 from ..spec import MLIPSpec
+from . import beacon
 from .factory import FactoryRef, load_object
 
 __all__ = [
@@ -112,7 +113,8 @@ def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
     device, ctx = prep.device, prep.ctx
     timings = dict(prep.timings)
     t_ready = time.perf_counter()
-    dist.barrier()  # so the forward's timing does not include waiting for slower peers to start
+    with beacon.collective("barrier"):
+        dist.barrier()  # so the forward's timing does not include waiting for slower peers to start
     timings["wait_peers"] = time.perf_counter() - t_ready
     phase("forward")
     if device.type == "cuda":

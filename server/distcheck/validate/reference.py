@@ -9,9 +9,9 @@ where the wrapper's class is defined.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,10 +21,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
+from ..runtime import beacon, lifeline
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
-from ..runtime.launch import main_hidden, process_context, read_failure, stop_all, write_error, write_phase
+from ..runtime.launch import end_child_process, main_hidden, process_context, start_child_process, write_error
 from ..runtime.rank import error_record
+from ..runtime.supervise import stop_all, supervise
 from .helpers import HelperTracer
 from .layers import LayerRecorder
 
@@ -166,25 +168,21 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reference_entry(job: dict[str, Any]) -> None:
-    try:
-        os.setpgrp()
-    except OSError:
-        pass
     workdir = job["workdir"]
-    fd = os.open(os.path.join(workdir, "rank0.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.environ["DISTCHECK_RANK"] = "reference"
     code = 1
     try:
-        write_phase(workdir, 0, "reference")
+        start_child_process(workdir, "rank0", job.get("owner"))
+        os.environ["DISTCHECK_RANK"] = "reference"
+        beacon.set_phase("reference")
         result = reference_body(job)
-        torch.save(result, os.path.join(workdir, "reference.pt"))
+        torch.save(result, os.path.join(workdir, "reference.pt.tmp"))
+        os.replace(os.path.join(workdir, "reference.pt.tmp"), os.path.join(workdir, "reference.pt"))
         code = 0
     except BaseException as exc:
-        write_error(workdir, 0, error_record(exc, job["device"]))
+        with contextlib.suppress(BaseException):
+            write_error(workdir, 0, error_record(exc, job["device"]))
     finally:
-        os._exit(code)
+        end_child_process(code)
 
 
 def run_reference(
@@ -198,10 +196,14 @@ def run_reference(
     timeout_sec: float,
 ) -> dict[str, Any]:
     """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
-    is the reference) or `RankTimeout` like a distributed run would."""
-    workdir = tempfile.mkdtemp(prefix="distcheck-ref-")
+    is the reference) or `RankTimeout` (with the child's Python stack) like a distributed run would.
+    `timeout_sec` bounds this run alone, as it bounds each attempt's ranks. Nothing it started
+    outlives the call, also when the call is interrupted (KeyboardInterrupt) while the child starts."""
+    run_dir = lifeline.make_run_dir("ref")
+    workdir = run_dir.path
     job = {
         "workdir": workdir,
+        "owner": os.getpid(),
         "factory": factory,
         "batch": batch.to_state(),
         "device": device,
@@ -209,30 +211,37 @@ def run_reference(
         "helper_sample_every": helper_sample_every,
         "layer_diagnostic": layer_diagnostic,
     }
-    ctx = process_context()
-    proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
+    result_path = os.path.join(workdir, "reference.pt")
+    procs: list[Any] = []
     try:
+        ctx = process_context()
+        proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
+        procs.append(proc)  # before start: an interrupted start still gets stopped
+        t_start = time.perf_counter()
         with main_hidden():
             proc.start()
-        proc.join(timeout_sec)
-        if proc.exitcode is None:
-            failure = read_failure(workdir, 0, None)
-            failure.rank = -1
-            raise RankTimeout(
-                f"the reference run timed out after {timeout_sec:g} s; raise timeout_sec or use a smaller sample",
-                [failure],
+        try:
+            supervise(
+                procs,
+                workdir,
+                timeout_sec=timeout_sec,
+                t_start=t_start,
+                has_result=lambda _: os.path.exists(result_path),
+                who=lambda _: "the reference run",
+                rank_of=lambda _: -1,
+                label="the reference run",
             )
-        if proc.exitcode != 0:
-            failure = read_failure(workdir, 0, proc.exitcode)
-            failure.rank = -1
-            failure.phase = "reference"
+        except RankTimeout:
+            raise
+        except DistributedError as err:
+            failure = err.failures[0]
+            if failure.phase in ("starting", "reference"):
+                failure.phase = "reference"
             raise DistributedError(
-                f"the single-process reference run failed: {failure.type}: {failure.message}", [failure]
-            )
-        result: dict[str, Any] = torch.load(os.path.join(workdir, "reference.pt"), weights_only=True)
+                f"the single-process reference run failed: {failure.type}: {failure.message}", err.failures
+            ) from None
+        result: dict[str, Any] = torch.load(result_path, weights_only=True)
         return result
     finally:
-        stop_all([proc])
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_all(procs)
+        run_dir.remove()

@@ -1,0 +1,320 @@
+"""No process outlives its owner: parent-death signals, child subreapers, tree kills, run directories.
+
+The owner is the process that calls `run_distributed` (the CLI, the editor's runner, a user's
+script). Its processes form one tree: owner → forkserver → ranks / reference → whatever the model
+starts, possibly in a new session (`setsid`, `start_new_session=True`), out of every process group.
+
+- The forkserver (multiprocessing starts it with `python -c`; it imports `distcheck.runtime.launch`
+  among its preload modules, which calls `arm_forkserver`) leads its own process group, is a child
+  subreaper (orphans of its subtree come back to it), and gets `OWNER_GONE_SIGNAL` when the owner
+  dies however it dies, SIGKILL included. Then, and on SIGTERM/SIGHUP or its own exit, it kills
+  every process under it and removes the owner's run directories.
+- Every rank (`arm_child`) gets SIGKILL when the forkserver dies, is a subreaper too and, on its way
+  out, kills what the model left running (`kill_tree`).
+- Run directories are `distcheck-<kind>-<owner pid>-XXXX` holding a lock the owner keeps while it
+  runs; `make_run_dir` first removes those whose lock nobody holds (their owner died).
+
+Linux only (prctl, /proc); elsewhere these functions do nothing and tree kills fall back to process
+groups. No torch: the forkserver arms itself before anything else, and the CLI may use this module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterable
+from types import FrameType
+
+__all__ = [
+    "OWNER_GONE_SIGNAL",
+    "RunDir",
+    "arm_child",
+    "arm_forkserver",
+    "become_subreaper",
+    "descendants",
+    "forkserver_pid",
+    "kill_tree",
+    "make_run_dir",
+    "set_parent_death_signal",
+    "sweep_run_dirs",
+]
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+OWNER_GONE_SIGNAL = signal.SIGUSR1
+"""The forkserver's parent-death signal (its handler tells a dead owner from a finished thread)."""
+
+_RUN_DIR = re.compile(r"^distcheck-(?:run|ref)-(\d+)-")
+_LOCK = "owner.lock"
+_YOUNG_S = 60.0  # a run directory without its lock file this young may be one being created
+
+# Set in the forkserver by `arm_forkserver`; ranks forked from it inherit them.
+_forkserver_pid: int | None = None
+_forkserver_owner: int | None = None
+
+
+# -- kernel switches -------------------------------------------------------------------------------
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Have the kernel send `sig` to this process when the thread that started it exits (Linux).
+    Returns whether it is set. The setting is not inherited by children this process forks."""
+    return _prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def become_subreaper() -> bool:
+    """Make this process the one that adopts orphaned processes of its subtree (Linux), so children
+    that left every process group (a new session) can still be found under it and killed."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+# -- process trees ---------------------------------------------------------------------------------
+def _children_by_parent() -> dict[int, list[int]]:
+    """Live (non-zombie) processes by parent pid, from /proc."""
+    out: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) < 2 or fields[0] == b"Z":
+            continue
+        out.setdefault(int(fields[1]), []).append(int(entry))
+    return out
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process under `root` (children, their children, …), parents before children."""
+    return _under(_children_by_parent(), [root])
+
+
+def _under(tree: dict[int, list[int]], roots: Iterable[int]) -> list[int]:
+    found: list[int] = []
+    seen: set[int] = set()
+    todo = [c for r in roots for c in tree.get(r, [])]
+    while todo:
+        pid = todo.pop(0)
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found.append(pid)
+        todo.extend(tree.get(pid, []))
+    return found
+
+
+def kill_tree(roots: Iterable[int] | None = None, *, include_roots: bool = True) -> list[int]:
+    """SIGKILL every process under `roots` (None: under this process), and the roots themselves when
+    `include_roots`, however far it went: stops each one found and walks again until no new process
+    appears (nothing forks away meanwhile), then kills them all and every process group one of them
+    leads. This process and its own group are never signalled. Returns the pids signalled."""
+    me, my_group = os.getpid(), os.getpgrp()
+    roots = [me] if roots is None else [r for r in roots if r > 0 and r != me]
+    if not roots:
+        return []
+    stopped: list[int] = []
+
+    def stop(pid: int) -> None:
+        if pid != me and pid not in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+
+    if include_roots:
+        for r in roots:
+            stop(r)
+    for _ in range(50):
+        before = len(stopped)
+        # Walking from the stopped processes too finds the children of one whose parent was killed
+        # meanwhile and that were adopted by a process among them.
+        for pid in _under(_children_by_parent(), [*roots, *stopped]):
+            stop(pid)
+        if len(stopped) == before:
+            break
+    groups: set[int] = set()
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                groups.add(pid)
+    groups.discard(my_group)
+    for group in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return stopped
+
+
+# -- the forkserver ----------------------------------------------------------------------------------
+def _importing_in_forkserver() -> bool:
+    """Whether this import runs inside `multiprocessing.forkserver.main` (its preload loop)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def forkserver_pid() -> int | None:
+    """The pid of the forkserver this process is (or was forked from), when `arm_forkserver` armed it."""
+    return _forkserver_pid
+
+
+def arm_forkserver() -> bool:
+    """Arm multiprocessing's forkserver, when called while it imports its preload modules; elsewhere do
+    nothing and return False. See the module docstring for what it then does."""
+    global _forkserver_pid, _forkserver_owner
+    if _forkserver_pid is not None or not _importing_in_forkserver():
+        return False
+    owner = os.getppid()
+    _forkserver_pid, _forkserver_owner = os.getpid(), owner
+    with contextlib.suppress(OSError):
+        os.setpgrp()  # a kill of the owner's process group leaves it alive to clean up
+    become_subreaper()
+    # Orphans it adopts are reaped by its SIGCHLD loop, which warns about pids it did not fork.
+    warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
+    signal.signal(signal.SIGTERM, _forkserver_stopped)
+    signal.signal(signal.SIGHUP, _forkserver_stopped)
+    signal.signal(OWNER_GONE_SIGNAL, _forkserver_owner_gone)
+    atexit.register(_forkserver_cleanup)
+    set_parent_death_signal(OWNER_GONE_SIGNAL)
+    if os.getppid() != owner:  # the owner died before the signal was set
+        _forkserver_cleanup()
+        os._exit(0)
+    return True
+
+
+def _owner_alive() -> bool:
+    return _forkserver_owner is not None and os.getppid() == _forkserver_owner
+
+
+def _forkserver_cleanup() -> None:
+    if os.getpid() != _forkserver_pid:
+        return
+    kill_tree()
+    if _forkserver_owner is not None and not _owner_alive():
+        sweep_run_dirs(owner=_forkserver_owner)
+
+
+def _forkserver_owner_gone(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _forkserver_pid or _owner_alive():
+        return  # a rank (the signal is not meant for it), or only the owner's starting thread ended
+    _forkserver_cleanup()
+    os._exit(0)
+
+
+def _forkserver_stopped(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _forkserver_pid:  # a just-forked rank that has not reset its handlers yet
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _forkserver_cleanup()
+    os._exit(128 + signum)
+
+
+# -- ranks -------------------------------------------------------------------------------------------
+def arm_child(owner: int | None = None) -> None:
+    """First thing in a rank or reference process: reset the handlers inherited from the forkserver,
+    die with SIGKILL when the forkserver (or, without one, the owner `owner`) dies, and adopt the
+    orphans of the model's processes. Exits at once when that parent is already gone."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, OWNER_GONE_SIGNAL):
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
+    parent = _forkserver_pid if _forkserver_pid is not None else owner
+    if set_parent_death_signal(signal.SIGKILL) and parent is not None and os.getppid() != parent:
+        os._exit(1)
+    become_subreaper()
+
+
+# -- run directories -----------------------------------------------------------------------------------
+class RunDir:
+    """A private temporary directory for one run, locked by its owner while the run lasts."""
+
+    def __init__(self, kind: str) -> None:
+        sweep_run_dirs()
+        self.path = tempfile.mkdtemp(prefix=f"distcheck-{kind}-{os.getpid()}-")
+        self._lock_fd: int | None = os.open(os.path.join(self.path, _LOCK), os.O_WRONLY | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        os.set_inheritable(self._lock_fd, False)
+
+    def remove(self) -> None:
+        """Delete the directory (idempotent)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def make_run_dir(kind: str) -> RunDir:
+    """`RunDir(kind)`: sweep stale run directories, then make a fresh one named after this process."""
+    return RunDir(kind)
+
+
+def sweep_run_dirs(owner: int | None = None, tmpdir: str | None = None) -> list[str]:
+    """Remove distcheck run directories (of `owner` only, when given) whose owner is gone: their lock is
+    free, or they have no lock and are older than a minute. Returns the removed paths."""
+    base = tmpdir or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return removed
+    uid = os.getuid()
+    for name in entries:
+        m = _RUN_DIR.match(name)
+        if not m or (owner is not None and int(m.group(1)) != owner):
+            continue
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid != uid or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if _stale(path, st.st_mtime):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _stale(path: str, mtime: float) -> bool:
+    try:
+        fd = os.open(os.path.join(path, _LOCK), os.O_RDONLY)
+    except OSError:
+        return time.time() - mtime > _YOUNG_S
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # its owner still holds it
+    finally:
+        os.close(fd)  # releases the lock taken just above
+    return True
