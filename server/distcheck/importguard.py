@@ -12,8 +12,8 @@ marked untrusted. The user's own modules keep resolving from the user's director
 Processes started from this one learn the untrusted directories from `DISTCHECK_UNTRUSTED_PATHS`,
 which `distrust()` keeps up to date.
 
-`private_cwd()` is the empty directory distcheck's helper processes start in, so that nothing they
-import at start-up can come from the directory the user happened to be in.
+`clean_start()` starts distcheck's helper processes from an empty private directory with a clean
+`PYTHONPATH`, so that nothing they import at start-up can come from the user's directories.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 
-__all__ = ["UNTRUSTED_ENV", "distrust", "install", "private_cwd", "private_dir", "protected_names", "restore"]
+__all__ = ["UNTRUSTED_ENV", "clean_start", "distrust", "install", "private_dir", "protected_names", "restore"]
 
 UNTRUSTED_ENV = "DISTCHECK_UNTRUSTED_PATHS"
 
@@ -213,19 +213,27 @@ def _fresh_private_dir() -> str:
 
 
 @contextlib.contextmanager
-def private_cwd() -> Iterator[str]:
-    """Run the block (which starts helper processes) from `private_dir()`, with
-    `PYTHONSAFEPATH=1` so Python 3.11+ does not put any working directory on their `sys.path`."""
+def clean_start() -> Iterator[str]:
+    """Run the block, which starts helper processes with `python -c`, from `private_dir()`, with
+    `PYTHONSAFEPATH=1` (Python 3.11+ then puts no working directory on their `sys.path`) and without
+    the untrusted directories on `PYTHONPATH`, so nothing they import at start-up is a project file."""
     here = os.getcwd()
-    saved = os.environ.get("PYTHONSAFEPATH")
+    saved = {key: os.environ.get(key) for key in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    bad = {_norm(p) for p in _env_untrusted()}
+    kept = [p for p in (saved["PYTHONPATH"] or "").split(os.pathsep) if p and _norm(p) not in bad]
     path = private_dir()
     os.chdir(path)
     os.environ["PYTHONSAFEPATH"] = "1"
+    if kept:
+        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        os.environ.pop("PYTHONPATH", None)
     try:
         yield path
     finally:
         os.chdir(here)
-        if saved is None:
-            os.environ.pop("PYTHONSAFEPATH", None)
-        else:
-            os.environ["PYTHONSAFEPATH"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
