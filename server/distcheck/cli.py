@@ -774,9 +774,70 @@ def _setup_error(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP in the CLI: raised like KeyboardInterrupt, so every `finally` on the way out
+    runs (ranks and what they started killed, run directories removed) before the exit."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """While the command runs, the first SIGTERM or SIGHUP raises `_Stopped` in the main thread; one
+    more while it cleans up exits at once (the warm pool then kills the ranks itself, see
+    `runtime.lifeline`). The previous handlers are restored on the way out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal stopping
+        if stopping:
+            os._exit(128 + signum)
+        stopping = True
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `distcheck` command line; returns the exit code (see the module docstring)."""
     out, err = sys.stdout, sys.stderr
+    try:
+        with _stop_signals():
+            return _main(argv, out, err)
+    except _Stopped as exc:
+        name = _signal_name(exc.signum)
+        with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+            err.write(
+                f"distcheck: stopped by {name}; the validation was cancelled, every process it started has ended "
+                "and no report was written (run the command again for a verdict)\n"
+            )
+            err.flush()
+        return 128 + exc.signum
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     try:
         parser = build_parser()
         try:

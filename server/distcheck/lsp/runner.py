@@ -214,32 +214,29 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 def _kill_descendants() -> None:
-    try:
-        import psutil
+    """Kill every process under this runner, in whatever process group or session it is (the
+    forkserver, the ranks and what the model started), except this runner itself."""
+    from ..runtime import lifeline
 
-        children = psutil.Process().children(recursive=True)
-    except Exception:
-        return
-    own = os.getpgrp()
-    for child in children:
-        try:
-            group = os.getpgid(child.pid)
-            if group != own:
-                os.killpg(group, signal.SIGKILL)
-            child.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-        except Exception:
-            pass
+    try:
+        lifeline.kill_tree()
+    except Exception as exc:  # never let the watchdog die: it is the runner's last line of defence
+        print(f"distcheck runner: could not kill its processes: {exc}", file=sys.stderr, flush=True)
 
 
 def _watchdog(parent: int) -> None:
-    """Exit (killing every process this runner started) when the daemon that started it is gone."""
+    """Die with the daemon that started this runner, however it dies: the kernel sends SIGKILL when
+    it exits (the forkserver then kills the ranks, see `runtime.lifeline`); where that cannot be set,
+    or the daemon was gone before it was, notice within half a second, kill every process this
+    runner started and exit."""
+    from ..runtime import lifeline  # waits for the main thread's torch import
+
+    lifeline.set_parent_death_signal(signal.SIGKILL)
     while True:
-        time.sleep(1.0)
         if os.getppid() != parent:
             _kill_descendants()
             os._exit(3)
+        time.sleep(0.5)
 
 
 def _warm_pool() -> None:
