@@ -544,6 +544,7 @@ def _finish(report: TraceReport, target: Target, args: argparse.Namespace, print
     out.write(text.split("\n")[0] + "\n" if args.quiet else text)
     out.flush()
     code = _VERDICT_EXIT.get(report.verdict, EXIT_ERROR)
+    args.report_written = True  # from here on a failure is about these files: no error report over them
     try:
         if args.json:
             _write_text(args.json, report.to_json(indent=True))
@@ -562,6 +563,53 @@ def _finish(report: TraceReport, target: Target, args: argparse.Namespace, print
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}", "check the output path") from exc
     return code
+
+
+def _error_report(
+    args: argparse.Namespace, err: TextIO, error_type: str, message: str, hint: str, trace: str = ""
+) -> None:
+    """Write --json / --junit for a validation that ended in an error before it had a report (a setup
+    error, a bug): CI always finds the files, with verdict "error" and the message shown on stderr. Not
+    when the report's own files were being written (they are what failed), nor on a follower rank."""
+    follower = bool(_rank_tag()) and os.environ.get("RANK") != "0"
+    if not (args.json or args.junit) or getattr(args, "report_written", False) or follower:
+        return
+    from .report import Attempt, TraceReport, WorkerError
+    from .spec import MLIPSpec
+
+    error = WorkerError(
+        type=error_type, message=message, rank=None, phase="setup", frames=[], hint=hint, traceback=trace
+    )
+    attempt = Attempt(
+        index=0,
+        spec=MLIPSpec(),
+        rationale="setup: the validation did not start",
+        rule=None,
+        passed=False,
+        max_abs_diff={},
+        max_rel_diff={},
+        verdicts={},
+        handler_counts={},
+        error=error,
+        helper_diagnostics=[],
+        layer_divergence=None,
+        partition_health={"per_rank": {}, "degenerate": []},
+        halo_completeness={},
+        timings={},
+    )
+    meta = {"versions": {"distcheck": __version__}, "target": args.target}
+    action = f"FAIL — {message}\nwhat to do: {hint}" if hint else f"FAIL — {message}"
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action=action, meta=meta)
+    target = str(args.target or "distcheck")
+    try:
+        if args.json:
+            _write_text(args.json, report.to_json(indent=True))
+        if args.junit:
+            root = junit_xml(report, _suite_name(target) if ":" in target else target)
+            os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
+            ET.ElementTree(root).write(args.junit, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        _error(err, f"cannot write the error report {exc.filename}: {exc.strerror or exc}", "check the output path")
 
 
 def _suite_name(reference: str) -> str:
@@ -853,19 +901,20 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             if args.traceback:
                 raise
             _error(err, exc.message, exc.hint)
+            _error_report(args, err, "ConfigError", exc.message, exc.hint)
             return EXIT_ERROR
         except Exception as exc:
             if args.traceback:
                 raise
             known = _setup_error(exc)
-            if known is not None:
-                _error(err, *known)
-            else:
-                _error(
-                    err,
+            if known is None:
+                known = (
                     f"internal error: {type(exc).__name__}: {_one_line(exc)}{_where_raised(exc)}",
                     "rerun with --traceback for the full traceback and report it as a distcheck bug",
                 )
+            _error(err, *known)
+            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            _error_report(args, err, type(exc).__name__, *known, trace)
             return EXIT_ERROR
     except KeyboardInterrupt:
         err.write("distcheck: interrupted; the validation was stopped\n")

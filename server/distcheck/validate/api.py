@@ -20,6 +20,7 @@ from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
+from ..runtime.model import WrapperError
 from ..spec import MLIPSpec
 from ..targets import check_options, check_world_size
 from .autofix import FixContext, propose
@@ -31,6 +32,15 @@ from .health import halo_completeness, partition_health
 from .inference import infer_spec
 from .layers import compare_layers
 from .next_action import next_action
+from .outputs import (
+    OUTPUT_PHASE,
+    OutputProblem,
+    nonfinite_counts,
+    output_error,
+    problem_from_error,
+    rank_problems,
+    reference_error,
+)
 from .reference import run_reference
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
@@ -205,9 +215,18 @@ def _evaluate(
     opts: Mapping[str, Any],
     reused: bool,
     timings: dict[str, float],
+    meta: dict[str, Any],
 ) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
     ref = _reference_outputs(reference)
+    problems = rank_problems(run.rank_outputs, run.rows, ref, spec.output_kinds)
+    outputs: dict[str, torch.Tensor] = {}
+    if not problems:
+        try:
+            outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
+        except WrapperError as err:
+            problems = [problem_from_error(err)]
+    if problems:  # the outputs cannot be compared: an errored attempt, no verdicts
+        return _output_attempt(index, spec, rationale, rule, problems, reference, meta, timings, reused), {}, []
     raw = compare_outputs(outputs, ref, spec.output_kinds, opts["atol"], opts["rtol"])
     passed = all(v["passed"] for v in raw.values()) and bool(raw)
     helpers = diagnose_helpers(
@@ -231,13 +250,20 @@ def _evaluate(
         # A NaN on any rank fails the attempt, even in a replicated output consolidation took from rank 0.
         passed = False
         first = nonfinite[0]
+        rank, name = int(first["rank"]), str(first["output"])
+        found = nonfinite_counts({name: run.rank_outputs[rank][name]}).get(name, {})
+        what = " and ".join(f"{found[k]} {label}" for k, label in (("nan", "NaN"), ("inf", "inf")) if found.get(k))
+        hint = nan_hint(rank, name, int(first["count"]))
+        if not found.get("nan"):  # only ±inf: the same causes (a division by zero, a log of zero)
+            hint = hint.replace("produced NaN", "produced inf", 1)
         error = WorkerError(
             type="NonFiniteOutput",
-            message=f"rank {first['rank']} produced {first['count']} non-finite values in output {first['output']!r}",
-            rank=int(first["rank"]),
+            message=f"rank {rank} produced {what or first['count']} values in output {name!r} where the "
+            "single-process run is finite",
+            rank=rank,
             phase="forward",
             frames=[],
-            hint=nan_hint(int(first["rank"]), str(first["output"])),
+            hint=hint,
         )
     attempt = Attempt(
         index=index,
@@ -260,8 +286,31 @@ def _evaluate(
     return attempt, raw, helpers
 
 
+def _output_attempt(
+    index: int,
+    spec: MLIPSpec,
+    rationale: str,
+    rule: str | None,
+    problems: Sequence[OutputProblem],
+    reference: Mapping[str, Any],
+    meta: dict[str, Any],
+    timings: dict[str, float],
+    reused: bool = False,
+) -> Attempt:
+    """An attempt whose outputs could not be compared; `meta["output_problems"]` lists why."""
+    meta["output_problems"] = [p.to_dict() for p in problems]
+    attempt = _failed_attempt(index, spec, rationale, rule, output_error(problems, reference["wrapper"]), timings)
+    attempt.reused_run = reused
+    return attempt
+
+
 def _failed_attempt(
-    index: int, spec: MLIPSpec, rationale: str, rule: str | None, err: DistributedError, timings: dict[str, float]
+    index: int,
+    spec: MLIPSpec,
+    rationale: str,
+    rule: str | None,
+    err: DistributedError | WorkerError,
+    timings: dict[str, float],
 ) -> Attempt:
     return Attempt(
         index=index,
@@ -273,7 +322,7 @@ def _failed_attempt(
         max_rel_diff={},
         verdicts={},
         handler_counts={},
-        error=_worker_error(err),
+        error=err if isinstance(err, WorkerError) else _worker_error(err),
         helper_diagnostics=[],
         layer_divergence=None,
         partition_health={"per_rank": {}, "degenerate": []},
@@ -415,6 +464,14 @@ def _validate(
     _emit(progress, "reference_finished", seconds=t_reference)
     current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
     meta["inference_notes"] = notes
+    problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
+    if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
+        meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
+        attempt = _failed_attempt(0, current, "reference run", None, problem, {})
+        report = TraceReport(ok=False, spec=current, attempts=[attempt], next_action="", meta=meta)
+        report.next_action = next_action(report)
+        _emit(progress, "finished", ok=False)
+        return report
     attempts: list[Attempt] = []
     tried = {current.signature()}
     rationale, rule = "spec from the wrapper's distribution_spec and the reference trace", None
@@ -474,16 +531,22 @@ def _validate(
                     stopped = budget.reached("attempt", len(attempts))
                 run = None
                 break
+            except WrapperError as err:  # consolidation cannot combine the ranks' outputs
+                problems = [problem_from_error(err)]
+                timings = {"attempt": time.perf_counter() - t1}
+                attempts.append(_output_attempt(index, current, rationale, rule, problems, reference, meta, timings))
+                run = None
+                break
             timings = dict(run.timings)
             reused = False
         else:
             timings = {}
             reused = True
         timings["attempt"] = time.perf_counter() - t1
-        attempt, raw, helpers = _evaluate(index, current, rationale, rule, run, reference, opts, reused, timings)
+        attempt, raw, helpers = _evaluate(index, current, rationale, rule, run, reference, opts, reused, timings, meta)
         attempts.append(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
-        if attempt.passed or not auto_fix:
+        if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):
             break
         fix_context = FixContext(
             spec=current,

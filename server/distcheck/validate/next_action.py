@@ -8,22 +8,67 @@ auto-fix that worked, then the layer verdict.
 from __future__ import annotations
 
 import json
+import os
+from typing import Any
 
-from ..report import Attempt, DeadlineReached, TraceReport
+from ..report import Attempt, DeadlineReached, Frame, TraceReport, WorkerError, tolerance_for
 
 __all__ = ["next_action"]
 
+_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OUTPUT_PHASE = "outputs"  # validate.outputs.OUTPUT_PHASE (that module imports torch; this one must not)
 
-def _failing(a: Attempt, atol: float, rtol: float) -> str:
+
+def _num(x: Any) -> str:
+    """A number as `%.3g` (nan and inf included); anything else (None, a per-output dict) as `?`."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "?"
+    return f"{x:.3g}"
+
+
+def _failing(a: Attempt, atol: Any, rtol: Any) -> str:
     parts = []
     for name, v in a.verdicts.items():
         if v.passed:
             continue
-        if v.status in ("missing", "shape", "nonfinite"):
+        if v.status in ("missing", "shape", "nonfinite") or v.max_abs_diff is None:
             parts.append(f"{name} ({v.status})")
         else:
-            parts.append(f"{name} (max abs {v.max_abs_diff:.3g} > {atol:g}, max rel {v.max_rel_diff:.3g} > {rtol:g})")
+            a_tol, r_tol = _num(tolerance_for(atol, name, v.kind)), _num(tolerance_for(rtol, name, v.kind))
+            parts.append(f"{name} (max abs {_num(v.max_abs_diff)} > {a_tol}, max rel {_num(v.max_rel_diff)} > {r_tol})")
     return ", ".join(parts)
+
+
+def _user_frame(frames: list[Frame]) -> Frame | None:
+    """The innermost frame outside distcheck's own code (where the user can change something)."""
+    for f in reversed(frames):
+        if not os.path.abspath(f.file).startswith(_DISTCHECK_DIR + os.sep):
+            return f
+    return None
+
+
+def _error_action(error: WorkerError) -> str:
+    """The lines for an attempt that ended in an error before anything was compared."""
+    frame = _user_frame(error.frames)
+    where = f" at {frame.file}:{frame.line}" if frame is not None else ""
+    if error.type == "NonFiniteReference":
+        return "\n".join(
+            [
+                f"FAIL — {error.message}: a problem of the model or the sample, not of distribution; fix the model "
+                "or the sample in one process first, then validate again (no distributed attempt was run)",
+                f"{error.hint}{where}",
+            ]
+        )
+    if error.phase == _OUTPUT_PHASE:
+        lines = [f"FAIL — the wrapper's outputs cannot be compared: {error.hint}{where}"]
+        return "\n".join(lines + ([f"{error.type}: {error.message}"] if error.message != error.hint else []))
+    who = "the reference run" if error.rank in (None, -1) else f"rank {error.rank}"
+    return "\n".join(
+        [
+            f"FAIL — {who} failed during {error.phase or 'start-up'}: {error.hint}{where}",
+            f"{error.type}: {error.message}",
+        ]
+    )
 
 
 def next_action(report: TraceReport) -> str:
@@ -79,17 +124,7 @@ def _verdict_action(report: TraceReport) -> str:
         )
         return "\n".join([head, *degenerate[1:]])
     if best.error is not None and not best.verdicts:
-        where = ""
-        if best.error.frames:
-            f = best.error.frames[-1]
-            where = f" at {f.file}:{f.line}"
-        who = "the reference run" if best.error.rank in (None, -1) else f"rank {best.error.rank}"
-        return "\n".join(
-            [
-                f"FAIL — {who} failed during {best.error.phase or 'start-up'}: {best.error.hint}{where}",
-                f"{best.error.type}: {best.error.message}",
-            ]
-        )
+        return _error_action(best.error)
     if best.passed:
         head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {ws}"
         if report.fix_applied:
@@ -115,7 +150,7 @@ def _verdict_action(report: TraceReport) -> str:
         if first:
             lines.append(
                 f"FAIL — {failing}; first divergent module: {first['module']} ({first['class']}), "
-                f"rel diff {first['rel_diff']:.3g}; check how it reduces or aggregates across atoms"
+                f"rel diff {_num(first.get('rel_diff'))}; check how it reduces or aggregates across atoms"
             )
         else:
             lines.append(
@@ -126,7 +161,7 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(f"failing: {failing}")
         if first:
             lines.append(
-                f"first divergent module: {first['module']} ({first['class']}), rel diff {first['rel_diff']:.3g}"
+                f"first divergent module: {first['module']} ({first['class']}), rel diff {_num(first.get('rel_diff'))}"
             )
     tried = [
         f"attempt {a.index} ({a.rule or 'initial'}): {'pass' if a.passed else 'fail'} — {a.rationale}"
