@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -27,10 +28,11 @@ async def test_bad_settings_warn_and_bad_overrides_are_refused(tmp_path: Path) -
     ws = copy_examples(tmp_path)
     async with lsp_session(ws, settings=dict(BAD)) as s:
         for key, words in EXPECTED.items():
-            warned = await s.rec.wait_for(
-                lambda e, key=key: e.method == "window/showMessage" and f"distcheck.{key}" in e.params.message,
-                timeout=10,
-            )
+
+            def names_it(e: Any, key: str = key) -> bool:
+                return bool(e.method == "window/showMessage" and f"distcheck.{key}" in e.params.message)
+
+            warned = await s.rec.wait_for(names_it, timeout=10)
             assert warned.params.type == types.MessageType.Warning and words in warned.params.message
             assert "ignored until fixed" in warned.params.message
         assert await s.request("distcheck/targets", {})  # the daemon is alive and answers
