@@ -556,13 +556,35 @@ def _finish(report: TraceReport, target: Target, args: argparse.Namespace, print
             printer.notice(f"wrote JUnit XML to {args.junit}")
         if args.save_spec:
             if report.verdict == "passed":
-                report.spec.save(args.save_spec)
-                printer.notice(f"saved the validated spec to {args.save_spec}")
+                _save_spec(report, args, printer)
             else:
                 printer.notice(f"not saving the spec to {args.save_spec}: the validation {report.verdict}")
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}", "check the output path") from exc
     return code
+
+
+def _save_spec_state(path: str | None) -> Any:
+    """What the --save-spec file holds before the run (None without --save-spec), so that saving at the
+    end can tell whether someone changed it meanwhile."""
+    if not path:
+        return None
+    from .spec_file import FileState
+
+    return FileState.of(path)
+
+
+def _save_spec(report: TraceReport, args: argparse.Namespace, printer: _Printer) -> None:
+    """Save the validated spec to --save-spec, minimally edited; if the file changed during the run it is
+    left alone, the spec goes to a new file beside it, and the warning (shown even with --quiet) says where."""
+    from .spec_file import FileState, save_guarded
+
+    expected = getattr(args, "save_spec_state", None) or FileState.of(args.save_spec)
+    outcome = save_guarded(report.spec, args.save_spec, expected)
+    if outcome.conflict is None:
+        printer.notice(outcome.message)
+    else:
+        printer.write(f"distcheck: warning: {outcome.message}", always=True)
 
 
 def _error_report(
@@ -669,6 +691,7 @@ def _report_stream(out: TextIO) -> Iterator[TextIO]:
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    args.save_spec_state = _save_spec_state(args.save_spec)  # first: edits made during the run must survive
     job = _launcher(args.launcher)
     printer = _Printer(err, args.quiet or (job is not None and job.rank != 0))  # rank 0 speaks for the job
     target = _resolve_target(args)

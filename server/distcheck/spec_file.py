@@ -273,7 +273,7 @@ def beside_path(path: str | os.PathLike[str], n: int = 1) -> str:
     name = os.fspath(path).rstrip(os.sep) or os.fspath(path)
     tag = "validated" if n == 1 else f"validated-{n}"
     for ext in (".distspec.json", ".json"):
-        if name.endswith(ext) and len(name) > len(ext):
+        if name.endswith(ext) and len(os.path.basename(name)) > len(ext):
             return f"{name[: -len(ext)]}.{tag}{ext}"
     return f"{name}.{tag}.json"
 
