@@ -129,7 +129,7 @@ def _count_text(counts: Mapping[str, int]) -> str:
 
 def nonfinite_reference_error(counts: Mapping[str, Mapping[str, int]], wrapper: Mapping[str, Any]) -> WorkerError:
     """The reference run's error when its outputs hold NaN/inf: the model or the sample is at fault."""
-    listed = "; ".join(f"{name}: {_count_text(c)}" for name, c in counts.items())
+    listed = "; ".join(f"{name!r}: {_count_text(c)}" for name, c in counts.items())
     names = ", ".join(repr(n) for n in counts)
     return WorkerError(
         type="NonFiniteReference",

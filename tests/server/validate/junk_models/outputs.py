@@ -24,7 +24,7 @@ def _rank() -> int:
 
 
 class JunkOutputs(nn.Module):
-    """`energy = sum_i |r_i|^2 / 100` per system, `forces = -dE/dr`, then the junk."""
+    """`energy = sum_i |r_i|^2 / 100 + 1/2 sum_ij pair(r_ij)` per system, `forces = -dE/dr`, then the junk."""
 
     cutoff = 3.0
     num_interactions = 1
@@ -35,7 +35,11 @@ class JunkOutputs(nn.Module):
 
     def forward(self, batch: Batch) -> Any:
         pos = batch.positions.detach().requires_grad_(True)
+        nl = batch.neighbor_list(self.cutoff)
+        r = torch.linalg.vector_norm(nl.vectors(pos, batch.cell, batch.batch), dim=-1)
+        pair = torch.exp(-r) * (1.0 + torch.cos(torch.pi * r / self.cutoff))
         e_atom = (pos**2).sum(dim=1) / 100.0
+        e_atom = e_atom + 0.5 * torch.zeros_like(e_atom).index_add(0, nl.edge_index[0], pair)
         energy = torch.zeros(batch.num_systems, dtype=pos.dtype).index_add(0, batch.batch, e_atom)
         forces = -torch.autograd.grad(energy.sum(), pos)[0]
         out: dict[str, Any] = {"energy": energy.detach(), "forces": forces}
@@ -54,6 +58,8 @@ class JunkOutputs(nn.Module):
 def spoil(out: dict[str, Any], junk: str, batch: Batch) -> Any:
     """`out` with the named problem."""
     e, f = out["energy"], out["forces"]
+    if junk == "clean":
+        return out
     if junk == "list":
         return [e, f]
     if junk == "tuple":
@@ -106,9 +112,25 @@ def sample_batch() -> Batch:
 
 
 JUNK = (
-    "list", "tuple", "none_value", "float_value", "numpy_value", "int_dtype", "bool_dtype", "nan", "inf",
-    "neg_inf_one", "drop_row", "extra_row", "scalar_forces", "trailing", "energy_column", "flat_forces",
-    "missing", "extra",
+    "clean",
+    "list",
+    "tuple",
+    "none_value",
+    "float_value",
+    "numpy_value",
+    "int_dtype",
+    "bool_dtype",
+    "nan",
+    "inf",
+    "neg_inf_one",
+    "drop_row",
+    "extra_row",
+    "scalar_forces",
+    "trailing",
+    "energy_column",
+    "flat_forces",
+    "missing",
+    "extra",
 )
 
 
