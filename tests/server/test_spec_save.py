@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import distcheck
 from distcheck import cli, spec_file
-from distcheck.spec import CustomOp, HelperAdapter, MLIPSpec
-from distcheck.spec_file import FileState, SpecConflict, beside_path, save_guarded
+from distcheck.spec import CustomOp, Distribution, HelperAdapter, MLIPSpec, Policy
+from distcheck.spec_file import FileState, SpecConflict, beside_path, save_guarded, spec_text_over
 from distcheck.spectext import Node, find, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,6 +254,92 @@ def test_save_through_a_symlink_edits_the_target_minimally(tmp_path: Path) -> No
     spec.save(link)
     assert link.is_symlink() and MLIPSpec.load(real) == spec
     assert _read(real).startswith(FIVE_LINES[: FIVE_LINES.rindex("}")].rstrip())
+
+
+_names = st.sampled_from(["energy", "forces", "stress", "charges", "énergie", "力", "a b", 'q"uote'])
+_idents = st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True)
+
+
+@st.composite
+def _specs(draw: st.DrawFn) -> MLIPSpec:
+    kinds = draw(st.dictionaries(_names, st.sampled_from(["per_node", "per_graph", "global"]), max_size=4))
+    return MLIPSpec(
+        distribution=Distribution(
+            policy=Policy(
+                scatter_mode=draw(st.sampled_from(["halo_correction", "local"])),
+                halo_width=draw(st.none() | st.floats(0.5, 20.0) | st.integers(1, 30)),
+            ),
+            custom_ops=draw(
+                st.lists(
+                    st.builds(
+                        CustomOp,
+                        op=st.tuples(_idents, _idents).map("::".join),
+                        arg_transforms=st.dictionaries(st.sampled_from(["0", "1"]), st.just("gather_inputs")),
+                    ),
+                    unique_by=lambda o: o.op,
+                    max_size=2,
+                )
+            ),
+            third_party_helpers=draw(
+                st.lists(
+                    st.builds(
+                        HelperAdapter,
+                        kind=st.just("reduction"),
+                        module_path=_idents,
+                        attr_name=_idents,
+                        atom_dim=st.integers(0, 2),
+                    ),
+                    unique_by=lambda h: h.qualname,
+                    max_size=2,
+                )
+            ),
+        ),
+        system_reductions=draw(st.booleans()),
+        output_kinds=kinds,
+        all_reduce_outputs=draw(st.lists(_names, unique=True, max_size=3)),
+    )
+
+
+def _sparse(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` written by hand: only what differs from the defaults."""
+    default = MLIPSpec().to_dict()
+    out = {k: v for k, v in doc.items() if k in ("format", "version") or v != default[k]}
+    if "distribution" in out:
+        dist = {k: v for k, v in out["distribution"].items() if v != default["distribution"][k]}
+        if "policy" in dist:
+            dist["policy"] = {k: v for k, v in dist["policy"].items() if v != default["distribution"]["policy"][k]}
+        out["distribution"] = dist
+    return out
+
+
+_STYLES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "compact": lambda d: json.dumps(d, ensure_ascii=False, separators=(",", ":")),
+    "four": lambda d: json.dumps(d, ensure_ascii=False, indent=4) + "\n",
+    "tabs": lambda d: json.dumps(d, ensure_ascii=False, indent="\t"),
+    "crlf": lambda d: (json.dumps(d, ensure_ascii=False, indent=2) + "\n").replace("\n", "\r\n"),
+    "sparse": lambda d: json.dumps(_sparse(d), ensure_ascii=False, indent=1) + "\n",
+    "sparse_compact": lambda d: json.dumps(_sparse(d), ensure_ascii=True),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(old=_specs(), new=_specs(), style=st.sampled_from(sorted(_STYLES)))
+def test_any_spec_saved_over_any_hand_formatted_spec_reads_back_and_keeps_the_style(
+    old: MLIPSpec, new: MLIPSpec, style: str
+) -> None:
+    text = _STYLES[style](old.to_dict())
+    out = spec_text_over(new, text.encode("utf-8"))
+    assert MLIPSpec.from_json(out) == new
+    assert spec_text_over(old, text.encode("utf-8")) == text, "saving what the file already means changes nothing"
+    # the minimal edit was used (the pretty fallback would break these)
+    if style in ("compact", "sparse_compact"):
+        assert "\n" not in out
+    if style == "tabs":
+        assert not any(line.startswith(" ") for line in out.splitlines())
+    if style == "crlf":
+        assert "\n" not in out.replace("\r\n", "")
+    if style.startswith("sparse"):
+        assert ('"gather_mode"' in out) == ('"gather_mode"' in text), "defaults the file leaves out stay out"
 
 
 # ------------------------------------------------------------------ changed since it was read
