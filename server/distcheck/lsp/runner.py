@@ -216,8 +216,12 @@ def _error(exc: BaseException) -> dict[str, Any]:
 def _kill_descendants() -> None:
     """Kill every process under this runner, in whatever process group or session it is (the
     forkserver, the ranks and what the model started), except this runner itself."""
-    from ..runtime import lifeline
-
+    # The pool and the ranks start only after torch and the runtime are imported: without the runtime
+    # nothing was started, and the watchdog thread must not import torch (the import guard is the
+    # main thread's business).
+    lifeline = sys.modules.get("distcheck.runtime.lifeline")
+    if lifeline is None:
+        return
     try:
         lifeline.kill_tree()
     except Exception as exc:  # never let the watchdog die: it is the runner's last line of defence
@@ -226,17 +230,20 @@ def _kill_descendants() -> None:
 
 def _watchdog(parent: int) -> None:
     """Die with the daemon that started this runner, however it dies: the kernel sends SIGKILL when
-    it exits (the forkserver then kills the ranks, see `runtime.lifeline`); where that cannot be set,
+    it exits (the forkserver then kills the ranks, see `runtime.lifeline`). Where that cannot be set,
     or the daemon was gone before it was, notice within half a second, kill every process this
     runner started and exit."""
-    from ..runtime import lifeline  # waits for the main thread's torch import
+    try:
+        import ctypes
 
-    lifeline.set_parent_death_signal(signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
     while True:
+        time.sleep(0.5)
         if os.getppid() != parent:
             _kill_descendants()
             os._exit(3)
-        time.sleep(0.5)
 
 
 def _warm_pool() -> None:

@@ -2,8 +2,9 @@
 
 A rank (or the reference run) `install`s a beacon in its run directory. `set_phase` rewrites one
 fixed-size record in `<name>.phase` in place (one `pwrite`, cheap enough to mark every collective),
-and `collective(op)` marks the time spent inside a collective as `collective:<op>`, so the parent can
-tell the ranks waiting for their peers from the one that never arrived. `faulthandler` writes every
+and `collective(op)` marks the time spent inside a collective (`collective:all_reduce` within the
+phase `forward`), so the parent can tell the ranks waiting for their peers from the one that never
+arrived. `faulthandler` writes every
 thread's Python stack to `<name>.stack` when the rank gets `STACK_SIGNAL`, even while it is stuck
 in native code; the parent asks for it (`request_stack`) before it kills a rank that timed out.
 
@@ -31,14 +32,14 @@ __all__ = [
     "format_stack",
     "install",
     "parse_stack",
-    "read_phase",
+    "read_state",
     "request_stacks",
     "set_phase",
 ]
 
 STACK_SIGNAL = signal.SIGUSR2
 COLLECTIVE = "collective:"
-"""Prefix of the phase a rank is in while inside a collective (`collective:all_reduce`)."""
+"""Prefix of the mark a rank carries while inside a collective (`collective:all_reduce`)."""
 
 _RECORD = 128
 
@@ -48,6 +49,12 @@ class _Beacon:
         self.fd = fd
         self.stack = stack
         self.phase = ""
+        self.collective = ""
+
+    def write(self) -> None:
+        record = f"{self.phase}\n{self.collective}".encode("utf-8", "replace")[:_RECORD].ljust(_RECORD)
+        with contextlib.suppress(OSError):
+            os.pwrite(self.fd, record, 0)
 
 
 _beacon: _Beacon | None = None
@@ -67,9 +74,8 @@ def set_phase(phase: str) -> None:
     b = _beacon
     if b is None:
         return
-    b.phase = phase
-    with contextlib.suppress(OSError):
-        os.pwrite(b.fd, phase.encode("utf-8", "replace")[:_RECORD].ljust(_RECORD), 0)
+    b.phase, b.collective = phase, ""
+    b.write()
 
 
 def current_phase() -> str:
@@ -79,26 +85,32 @@ def current_phase() -> str:
 
 @contextlib.contextmanager
 def collective(op: str) -> Iterator[None]:
-    """Mark the body as inside collective `op`. On an exception the mark stays, so the error record
-    says the rank failed inside the collective (its peer vanished), not in the phase around it."""
+    """Mark the body as inside collective `op` (within the current phase). On an exception the mark
+    stays, so the failure says the rank failed inside the collective (a peer vanished)."""
     b = _beacon
     if b is None:
         yield
         return
-    outer = b.phase
-    set_phase(COLLECTIVE + op)
+    outer = b.collective
+    b.collective = COLLECTIVE + op
+    b.write()
     yield
-    set_phase(outer)
+    b.collective = outer
+    b.write()
 
 
-def read_phase(workdir: str, name: str) -> str | None:
-    """The phase a process recorded in `workdir`, or None when it recorded none."""
+def read_state(workdir: str, name: str) -> tuple[str | None, str | None]:
+    """`(phase, collective)` a process last recorded in `workdir`: its phase, and the collective it was
+    inside (`"all_reduce"`) or None; `(None, None)` when it recorded nothing."""
     try:
         with open(os.path.join(workdir, f"{name}.phase"), "rb") as fh:
-            text = fh.read(_RECORD).decode("utf-8", "replace").strip()
+            text = fh.read(_RECORD).decode("utf-8", "replace")
     except OSError:
-        return None
-    return text or None
+        return None, None
+    phase, _, mark = text.partition("\n")
+    mark = mark.strip()
+    op = mark[len(COLLECTIVE) :] if mark.startswith(COLLECTIVE) else None
+    return phase.strip() or None, op or None
 
 
 def request_stacks(workdir: str, pids: dict[str, int], wait: float = 1.0) -> dict[str, str]:

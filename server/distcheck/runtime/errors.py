@@ -23,7 +23,11 @@ class Frame:
 
 @dataclass
 class RankFailure:
-    """Why one rank stopped: its exception (or signal), the phase it was in, its last output lines."""
+    """Why one rank stopped: its exception (or signal), the phase it was in and the collective it was
+    inside then (None outside one), its last output lines. A rank still running at a timeout has type
+    `RankStuck` (busy outside any collective: `frames`/`traceback` are its Python stack when it was
+    stopped) or `RankWaiting` (waiting for its peers inside `collective`); one that exited without a
+    result nor an exception is `RankExited`, one killed by a signal `RankKilled`."""
 
     rank: int
     type: str
@@ -34,6 +38,7 @@ class RankFailure:
     exitcode: int | None = None
     log_tail: str = ""
     peak_memory_bytes: int | None = None
+    collective: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -41,7 +46,8 @@ class RankFailure:
 
 
 class DistributedError(RuntimeError):
-    """A distributed run failed; `failures[0]` is the rank that failed first."""
+    """A distributed run failed; `failures[0]` is the culprit: a rank that raised outside a collective,
+    was killed or exited without a result comes before the ranks that only saw it vanish."""
 
     def __init__(self, message: str, failures: list[RankFailure]) -> None:
         super().__init__(message)
@@ -49,9 +55,11 @@ class DistributedError(RuntimeError):
 
     @property
     def primary(self) -> RankFailure | None:
-        """The first failure, the one that stopped the run."""
+        """The first failure, the one that caused the others."""
         return self.failures[0] if self.failures else None
 
 
 class RankTimeout(DistributedError):
-    """The run passed `timeout_sec`; every rank was killed."""
+    """The run passed `timeout_sec` (the bound of each run: the reference run, or one attempt's
+    ranks); every rank was killed. `failures[0]` is a rank busy outside any collective when there is
+    one (its Python stack attached), then the ranks that waited for it in a collective."""

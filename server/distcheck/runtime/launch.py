@@ -379,7 +379,8 @@ def run_distributed(
     the_spec = MLIPSpec.coerce(spec)
     devices = resolve_devices(device, world_size)
     resolved_backend = resolve_backend(backend, devices)
-    ctx = process_context(start_method)
+    with lifeline.helpers_ignore_sigint():
+        ctx = process_context(start_method)
     run_dir = lifeline.make_run_dir("run")
     workdir = run_dir.path
     job = {
@@ -423,6 +424,10 @@ def run_distributed(
         )
         t_done = time.perf_counter()
         results = [torch.load(os.path.join(workdir, f"rank{r}.pt"), weights_only=True) for r in range(world_size)]
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool
+            lifeline.stop_forkserver()
+        raise
     finally:
         stop_all(procs)
         run_dir.remove()

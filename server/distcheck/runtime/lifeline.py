@@ -30,9 +30,10 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import FrameType
 
 __all__ = [
@@ -43,9 +44,11 @@ __all__ = [
     "become_subreaper",
     "descendants",
     "forkserver_pid",
+    "helpers_ignore_sigint",
     "kill_tree",
     "make_run_dir",
     "set_parent_death_signal",
+    "stop_forkserver",
     "sweep_run_dirs",
 ]
 
@@ -222,6 +225,22 @@ def _forkserver_cleanup() -> None:
     kill_tree()
     if _forkserver_owner is not None and not _owner_alive():
         sweep_run_dirs(owner=_forkserver_owner)
+        _remove_owner_socket_dir()
+
+
+def _remove_owner_socket_dir() -> None:
+    """Remove multiprocessing's `pymp-*` directory of a dead owner: it holds the socket this
+    forkserver listens on, and the owner's exit handler that removes it never ran."""
+    try:
+        from multiprocessing import forkserver
+
+        address = forkserver._forkserver._forkserver_address  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        return
+    if isinstance(address, str) and address and not address.startswith("\0"):
+        directory = os.path.dirname(address)
+        if os.path.basename(directory).startswith("pymp-"):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _forkserver_owner_gone(signum: int, frame: FrameType | None) -> None:
@@ -238,6 +257,36 @@ def _forkserver_stopped(signum: int, frame: FrameType | None) -> None:
         return
     _forkserver_cleanup()
     os._exit(128 + signum)
+
+
+def stop_forkserver() -> None:
+    """Kill this process's forkserver and everything under it now, for a run interrupted because this
+    process is stopping (Ctrl-C, SIGTERM): a forkserver still importing its preload modules would
+    notice its owner's death only once done. multiprocessing starts a fresh one for the next run."""
+    try:
+        from multiprocessing import forkserver
+
+        pid = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        return
+    if pid:
+        kill_tree([pid])
+
+
+@contextlib.contextmanager
+def helpers_ignore_sigint() -> Iterator[None]:
+    """Start helper processes (the forkserver, the resource tracker) in the body with SIGINT ignored,
+    which they keep through exec: a Ctrl-C in a terminal goes to the whole foreground process group,
+    and a helper still importing its modules would die of it with a traceback on the user's screen.
+    Only in the main thread, and only while the body runs (a few milliseconds once started)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- ranks -------------------------------------------------------------------------------------------

@@ -106,7 +106,8 @@ def read_failure(
     fr = rank if file_rank is None else file_rank
     name = f"rank{fr}"
     who = who or _rank_name(rank)
-    phase = beacon.read_phase(workdir, name) or "starting"
+    phase, op = beacon.read_state(workdir, name)
+    phase = phase or "starting"
     log_tail = _read_log_tail(workdir, name)
     rec: dict[str, Any] | None = None
     try:
@@ -125,28 +126,38 @@ def read_failure(
             exitcode=exitcode,
             log_tail=log_tail,
             peak_memory_bytes=rec.get("peak_memory_bytes"),
+            collective=op,
         )
     if exitcode is not None and exitcode < 0:
         try:
             signame = signal.Signals(-exitcode).name
         except ValueError:
             signame = f"signal {-exitcode}"
-        message = f"{who} was killed by {signame} during {phase!r} (out of memory or a crash in native code?)"
+        message = (
+            f"{who} was killed by {signame} during {_during(phase, op)} (out of memory or a crash in native code?)"
+        )
         kind = "RankKilled"
     else:
         message = (
-            f"{who} exited with code {exitcode} during {phase!r} without a result and without a Python exception: "
+            f"{who} exited with code {exitcode} during {_during(phase, op)} without a result and without a Python "
+            "exception: "
             "the model or a library it calls ended the process (os._exit(), or exit() in native code) instead "
             "of returning or raising"
         )
         kind = "RankExited"
     message += _last_lines(log_tail)
-    return RankFailure(rank=rank, type=kind, message=message, phase=phase, exitcode=exitcode, log_tail=log_tail)
+    return RankFailure(
+        rank=rank, type=kind, message=message, phase=phase, exitcode=exitcode, log_tail=log_tail, collective=op
+    )
+
+
+def _during(phase: str, op: str | None) -> str:
+    return f"{phase!r}" + (f" (inside the collective {op})" if op else "")
 
 
 def _is_victim(f: RankFailure) -> bool:
     """A Python exception raised inside a collective: the rank saw a peer vanish, it did not cause it."""
-    return f.type not in ("RankKilled", "RankExited") and f.phase.startswith(beacon.COLLECTIVE)
+    return f.type not in ("RankKilled", "RankExited") and f.collective is not None
 
 
 # -- timeouts --------------------------------------------------------------------------------------
@@ -166,13 +177,15 @@ def _timed_out_failure(
     workdir: str, rank: int, dump: str, timeout_sec: float, who: str, file_rank: int, single: bool
 ) -> RankFailure:
     name = f"rank{file_rank}"
-    phase = beacon.read_phase(workdir, name) or "starting"
+    phase, op = beacon.read_state(workdir, name)
+    phase = phase or "starting"
+    if op is None and phase == "rendezvous":
+        op = "init_process_group"  # waiting for the peers to join the group
     frames = [Frame(f.file, f.line, f.function) for f in beacon.parse_stack(dump)]
     log_tail = _read_log_tail(workdir, name)
     title = f"Python stack of {who} when it was stopped"
     stack = beacon.format_stack(beacon.parse_stack(dump), title) if frames else ""
-    if phase.startswith(beacon.COLLECTIVE):
-        op = phase[len(beacon.COLLECTIVE) :]
+    if op is not None:
         kind = "RankWaiting"
         message = (
             f"{who} was waiting for its peers in the collective {op} when the run timed out after {timeout_sec:g} s"
@@ -184,7 +197,14 @@ def _timed_out_failure(
         if not frames:
             message += " (it sent no Python stack: it was stuck before its beacon started, or in native code)"
     return RankFailure(
-        rank=rank, type=kind, message=message, phase=phase, frames=frames, traceback=stack, log_tail=log_tail
+        rank=rank,
+        type=kind,
+        message=message,
+        phase=phase,
+        frames=frames,
+        traceback=stack,
+        log_tail=log_tail,
+        collective=op,
     )
 
 
@@ -195,8 +215,8 @@ def _timeout_message(
     stuck = [f for f in failures if f.type == "RankStuck"]
     waiting = [f for f in failures if f.type == "RankWaiting"]
     outside = "" if single else " outside any collective"
-    parts = [f"{who(f.rank)} was busy in {f.phase!r}{outside}{_at(f.frames)}" for f in stuck]
-    parts += [f"{who(f.rank)} waited in {f.phase!r}" for f in waiting]
+    parts = [f"{who(f.rank)} in {f.phase!r}, busy{outside}{_at(f.frames)}" for f in stuck]
+    parts += [f"{who(f.rank)} in {f.phase!r}, waiting for its peers in the collective {f.collective}" for f in waiting]
     if finished:
         parts.append(", ".join(who(r) for r in finished) + " had already returned its result")
     text = f"{head}: " + "; ".join(parts) + "."
@@ -217,7 +237,7 @@ def _timeout_message(
         else:
             text += " If the model is merely this slow on the sample, raise timeout_sec."
     else:
-        ops = {f.phase for f in waiting}
+        ops = {(f.phase, f.collective) for f in waiting}
         if len(ops) > 1 or finished:
             text += (
                 " The ranks took different code paths (e.g. branching on the local atom count, or skipping a layer "

@@ -8,6 +8,7 @@ imports torch) is imported at run time, and no user code is imported; failures a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -62,6 +63,7 @@ class _Failure:
     frames: list[_Frame] = field(default_factory=list)
     exitcode: int | None = None
     timed_out: bool = False
+    collective: str | None = None
 
 
 def _frame(f: Any) -> _Frame:
@@ -88,6 +90,7 @@ def _normalise(failure: RankFailure | Mapping[str, Any] | BaseException) -> _Fai
             phase=str(getattr(failure, "phase", "")),
             frames=[_frame(f) for f in getattr(failure, "frames", None) or []],
             exitcode=getattr(failure, "exitcode", None),
+            collective=getattr(failure, "collective", None),
         )
     if isinstance(failure, BaseException):
         inner = getattr(failure, "primary", None)  # a DistributedError carries its ranks' failures
@@ -118,6 +121,7 @@ def _normalise(failure: RankFailure | Mapping[str, Any] | BaseException) -> _Fai
         frames=[_frame(f) for f in failure.get("frames", None) or []],
         exitcode=int(exitcode) if exitcode is not None else None,
         timed_out=bool(failure.get("timed_out", False)),
+        collective=str(failure["collective"]) if failure.get("collective") else None,
     )
 
 
@@ -253,6 +257,61 @@ def _timeout_hint(f: _Failure) -> str:
     )
 
 
+def _who(f: _Failure, capital: bool = True) -> str:
+    if f.rank is None:
+        return "A rank" if capital else "a rank"
+    if f.rank < 0:
+        return "The single-process reference run" if capital else "the single-process reference run"
+    return f"Rank {f.rank}" if capital else f"rank {f.rank}"
+
+
+def _at(f: _Failure) -> str:
+    frame = _user_frame(f.frames)
+    return f" at {frame.file}:{frame.line} in {frame.function}" if frame is not None else ""
+
+
+def _stuck_hint(f: _Failure) -> str:
+    """A process still busy outside any collective when its run timed out: the one that held the others."""
+    during = phase_context(f.phase)
+    if f.rank is not None and f.rank < 0:
+        return (
+            f"The single-process reference run timed out {during}{_at(f)} (timeout_sec bounds each run): the "
+            "model hangs or is this slow on the sample in one process already, before anything is distributed. "
+            "Its Python stack when it was stopped is in the report: fix the loop or blocking call there, or raise "
+            "timeout_sec or use a smaller sample if it is merely slow."
+        )
+    if f.phase in ("starting", "factory"):
+        return _timeout_hint(f)
+    return (
+        f"{_who(f)} was still busy {during}, outside any collective, when the run timed out{_at(f)}; the other ranks "
+        "were waiting for it. Its Python stack when it was stopped is in the report: a loop or a blocking call "
+        "there never returned. Fix it, or raise timeout_sec if the model is merely this slow on the sample."
+    )
+
+
+def _waiting_hint(f: _Failure) -> str:
+    """Every rank still running was inside a collective: they wait for each other in different ones."""
+    if f.collective == "init_process_group":
+        return _timeout_hint(dataclasses.replace(f, phase="rendezvous"))
+    during = phase_context(f.phase)
+    return (
+        f"The run timed out while {_who(f, capital=False)} waited {during} in the collective {f.collective} for "
+        "peers that never reached it: the ranks took different code paths (e.g. branching on the local atom "
+        "count, or skipping a layer on a rank that holds no atoms of a system); make every rank run the same "
+        "collectives. If the model is merely slow, raise timeout_sec."
+    )
+
+
+def _exited_hint(f: _Failure) -> str:
+    """A process that ended itself without a result and without a Python exception."""
+    during = " " + phase_context(f.phase) if f.phase else ""
+    return (
+        f"{_who(f)} ended its own process (exit code {f.exitcode}){during} without returning a result or raising "
+        "an exception: the model or a library it calls runs os._exit(), or exit() in native code. Find that call "
+        "(the process's last output is in the report) and raise an exception instead."
+    )
+
+
 def _killed_hint(f: _Failure, memory_by_rank: Mapping[int, int] | None) -> str:
     m = _KILLED.search(f.message)
     name = m.group(1) if m else ""
@@ -348,6 +407,12 @@ def translate(
     f = _normalise(failure)
     if f.type in PASS_THROUGH:
         return f.message
+    if f.type == "RankStuck":
+        return _stuck_hint(f)
+    if f.type == "RankWaiting":
+        return _waiting_hint(f)
+    if f.type == "RankExited" and f.exitcode is not None and f.exitcode >= 0:
+        return _exited_hint(f)
     if f.type in ("ModuleNotFoundError", "ImportError"):
         return _import_hint(f)
     if f.type == "RankKilled" or (f.exitcode is not None and f.exitcode < 0) or _KILLED.search(f.message):

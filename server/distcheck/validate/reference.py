@@ -214,7 +214,8 @@ def run_reference(
     result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []
     try:
-        ctx = process_context()
+        with lifeline.helpers_ignore_sigint():
+            ctx = process_context()
         proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
         procs.append(proc)  # before start: an interrupted start still gets stopped
         t_start = time.perf_counter()
@@ -242,6 +243,10 @@ def run_reference(
             ) from None
         result: dict[str, Any] = torch.load(result_path, weights_only=True)
         return result
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool
+            lifeline.stop_forkserver()
+        raise
     finally:
         stop_all(procs)
         run_dir.remove()
