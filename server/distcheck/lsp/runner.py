@@ -128,70 +128,75 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     from ..spec import MLIPSpec
     from ..targets import ConfigError, Target, check_options
     from ..validate import trace_and_validate, validate_on_cpu
+    from ..validate.isolation import isolated_global_state
 
-    target = Target(
-        name=params.get("name"),
-        factory=str(params["factory"]),
-        sample=params.get("sample"),
-        sample_is_file=bool(params.get("sample_is_file")),
-        root=str(params.get("cwd") or os.getcwd()),
-        python_path=[str(p) for p in params.get("python_path") or []],
-        config=params.get("config"),
-    )
-    options = dict(params.get("options") or {})
-    check_options(options)
-    before = set(sys.modules)
-    home = os.getcwd()
-    state = cli._push_python_path(target.python_path)
-    try:
-        # The user's code runs where the CLI would run it: in the project directory.
-        os.chdir(target.root)
-        factory = cli._import(target.factory, "factory")
-        if not callable(factory):
-            raise ConfigError(
-                f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
-                "point the target's factory at a function that returns the model",
-            )
-        batch, sample_info = cli._load_sample(target, factory)
-        raw_spec = params.get("spec")
-        spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
-        notices: list[str] = []
-
-        class _Notices(cli._Printer):
-            def notice(self, text: str) -> None:
-                notices.append(text)
-
-        device = cli._resolve_device(options, _Notices(sys.stderr, quiet=True))
-        notice = NO_GPU_NOTICE if notices and str(params.get("options", {}).get("device", "auto")) == "auto" else None
-
-        def progress(event: str, info: Mapping[str, Any]) -> None:
-            emit(event, info)
-
-        kwargs: dict[str, Any] = dict(options, progress=progress, spec=spec)
-        if device == "cpu":
-            backend = kwargs.pop("backend", "auto")
-            if backend == "nccl":
-                raise ConfigError("backend nccl needs CUDA devices, but the device is cpu", "use backend gloo or auto")
-            report = validate_on_cpu(target.factory, batch, **kwargs)
-        else:
-            if not torch.cuda.is_available():
+    with isolated_global_state():  # what the target's code sets here must not reach the next validation
+        target = Target(
+            name=params.get("name"),
+            factory=str(params["factory"]),
+            sample=params.get("sample"),
+            sample_is_file=bool(params.get("sample_is_file")),
+            root=str(params.get("cwd") or os.getcwd()),
+            python_path=[str(p) for p in params.get("python_path") or []],
+            config=params.get("config"),
+        )
+        options = dict(params.get("options") or {})
+        check_options(options)
+        before = set(sys.modules)
+        home = os.getcwd()
+        state = cli._push_python_path(target.python_path)
+        try:
+            # The user's code runs where the CLI would run it: in the project directory.
+            os.chdir(target.root)
+            factory = cli._import(target.factory, "factory")
+            if not callable(factory):
                 raise ConfigError(
-                    f"device {device!r} needs CUDA, and torch in the runner sees no GPU",
-                    'set distcheck.device to "auto" or "cpu"',
+                    f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
+                    "point the target's factory at a function that returns the model",
                 )
-            report = trace_and_validate(target.factory, batch, device=device, **kwargs)
-        report.target = {
-            "name": target.name,
-            "factory": cli._source_of(factory, target.factory),
-            "sample": sample_info,
-            "spec_path": params.get("spec_path"),
-            "config": target.config,
-        }
-        return report, notice
-    finally:
-        os.chdir(home)
-        cli._pop_python_path(state)
-        _purge_user_modules(before, _user_dirs(params))
+            batch, sample_info = cli._load_sample(target, factory)
+            raw_spec = params.get("spec")
+            spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
+            notices: list[str] = []
+
+            class _Notices(cli._Printer):
+                def notice(self, text: str) -> None:
+                    notices.append(text)
+
+            device = cli._resolve_device(options, _Notices(sys.stderr, quiet=True))
+            auto = str(params.get("options", {}).get("device", "auto")) == "auto"
+            notice = NO_GPU_NOTICE if notices and auto else None
+
+            def progress(event: str, info: Mapping[str, Any]) -> None:
+                emit(event, info)
+
+            kwargs: dict[str, Any] = dict(options, progress=progress, spec=spec)
+            if device == "cpu":
+                backend = kwargs.pop("backend", "auto")
+                if backend == "nccl":
+                    raise ConfigError(
+                        "backend nccl needs CUDA devices, but the device is cpu", "use backend gloo or auto"
+                    )
+                report = validate_on_cpu(target.factory, batch, **kwargs)
+            else:
+                if not torch.cuda.is_available():
+                    raise ConfigError(
+                        f"device {device!r} needs CUDA, and torch in the runner sees no GPU",
+                        'set distcheck.device to "auto" or "cpu"',
+                    )
+                report = trace_and_validate(target.factory, batch, device=device, **kwargs)
+            report.target = {
+                "name": target.name,
+                "factory": cli._source_of(factory, target.factory),
+                "sample": sample_info,
+                "spec_path": params.get("spec_path"),
+                "config": target.config,
+            }
+            return report, notice
+        finally:
+            os.chdir(home)
+            cli._pop_python_path(state)
+            _purge_user_modules(before, _user_dirs(params))
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

@@ -1,0 +1,199 @@
+"""Isolation in the warm runner: one target's torch / numpy / Python global state never carries over
+into the next validation in the same process.
+
+The guard itself runs in a fresh interpreter (so a broken guard cannot leak into this test process,
+and so `set_num_interop_threads` can still be called once); the runner is driven over its JSON-lines
+protocol: probe, leaky target, probe again — the second probe must see what the first one saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import distcheck
+
+ROOT = Path(__file__).resolve().parents[3]
+MODELS = Path(__file__).resolve().parent / "junk_models"
+SERVER = Path(distcheck.__file__).resolve().parents[1]
+
+
+def _python(code: str, timeout: float = 60) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter; it prints one JSON object last."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SERVER), str(ROOT)]))
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+_STATE = """
+import json, random, sys
+import numpy as np
+import torch
+sys.path.insert(0, MODELS_DIR)
+from state_probe import observed_state
+
+def state():
+    return {
+        **observed_state(),
+        "interop": torch.get_num_interop_threads(),
+        "default_device": str(torch.get_default_device()),
+        "matmul_precision": torch.backends.cuda.matmul.fp32_precision,
+        "cudnn_conv_precision": torch.backends.cudnn.conv.fp32_precision,
+        "rand": torch.rand(2, device="cpu").tolist(),
+    }
+""".replace("MODELS_DIR", repr(str(MODELS)))
+
+_MUTATE = """
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    torch.set_anomaly_enabled(True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.deterministic = True
+    torch.set_float32_matmul_precision("high")   # the legacy API: mixed with the new one below
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    torch.set_default_device("meta")
+    torch.manual_seed(1234); np.random.seed(1234); random.seed(1234)
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)                # first call in this process: allowed, and final
+"""
+
+
+def test_guard_restores_every_setting_and_reports_what_it_cannot() -> None:
+    result = _python(
+        _STATE
+        + """
+from distcheck.validate.isolation import isolated_global_state
+torch.manual_seed(7); np.random.seed(7); random.seed(7)
+before = state()
+torch.manual_seed(7); np.random.seed(7); random.seed(7)
+with isolated_global_state() as guard:
+"""
+        + _MUTATE
+        + """
+    changed = state()
+after = state()
+print(json.dumps({"before": before, "changed": changed, "after": after, "unrestored": guard.unrestored}))
+"""
+    )
+    before, changed, after = result["before"], result["changed"], result["after"]
+    differs = {k for k in before if before[k] != changed[k]}
+    assert differs >= {"default_dtype", "grad_enabled", "deterministic", "num_threads", "torch_rng", "interop"}
+    assert {k: v for k, v in after.items() if k != "interop"} == {k: v for k, v in before.items() if k != "interop"}
+    # set_num_interop_threads can be called once per process: reported, never raised
+    (unrestored,) = result["unrestored"]
+    assert "set_num_interop_threads" in unrestored and "restart" in unrestored
+    assert unrestored in result["stderr"]
+
+
+def test_guard_restores_on_an_exception_and_restores_warnings_filters() -> None:
+    result = _python(
+        _STATE
+        + """
+import warnings
+from distcheck.validate.isolation import isolated_global_state
+torch.manual_seed(7)
+before = state(); filters = len(warnings.filters)
+torch.manual_seed(7)
+try:
+    with isolated_global_state():
+        torch.set_default_dtype(torch.float64)
+        torch.set_grad_enabled(False)
+        warnings.simplefilter("error")
+        raise KeyError("the target failed")
+except KeyError:
+    pass
+after = state()
+print(json.dumps({"same": {k: before[k] == after[k] for k in before},
+                  "filters": [filters, len(warnings.filters)]}))
+"""
+    )
+    assert all(result["same"].values()), result["same"]
+    assert result["filters"][0] == result["filters"][1]
+
+
+def _request(proc: subprocess.Popen[str], req_id: int, method: str, params: Any = None) -> dict[str, Any]:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"id": req_id, "method": method, "params": params}) + "\n")
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the runner exited"
+        message: dict[str, Any] = json.loads(line)
+        if message.get("id") == req_id and "event" not in message:
+            return message
+
+
+def _target(module: str) -> dict[str, Any]:
+    path = MODELS / f"{module}.py"
+    return {
+        "factory": f"{path}:model_factory",
+        "sample": f"{path}:sample_batch",
+        "cwd": str(MODELS),
+        "python_path": [str(MODELS), str(ROOT)],
+        "options": {"world_size": 2, "device": "cpu", "timeout_sec": 60, "auto_fix": False},
+        "name": module,
+    }
+
+
+@pytest.mark.timeout(240)
+def test_runner_validations_do_not_leak_global_state(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.jsonl"
+    env = dict(os.environ, DISTCHECK_STATE_PROBE=str(probe), PYTHONSAFEPATH="1")
+    env["PYTHONPATH"] = str(SERVER)
+    home = tmp_path / "runner"
+    home.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distcheck.lsp.runner"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=home,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert _request(proc, 0, "ping").get("pong") is True
+        verdicts = []
+        for i, module in enumerate(("state_probe", "leaky_state", "state_probe"), start=1):
+            answer = _request(proc, i, "validate", _target(module))
+            assert "result" in answer, answer
+            verdicts.append(answer["result"]["verdict"])
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            proc.wait()
+    assert verdicts == ["passed", "passed", "passed"]
+    first, leaky, second = (json.loads(line) for line in probe.read_text().splitlines())
+    assert (first["tag"], leaky["tag"], second["tag"]) == ("probe", "leaky", "probe")
+    # the leaky target really changed the runner's state while it ran ...
+    assert leaky["default_dtype"] == "torch.float64" and leaky["grad_enabled"] is False
+    assert leaky["deterministic"] is True and leaky["num_threads"] == 1
+    assert leaky["torch_rng"] != first["torch_rng"] and leaky["numpy_rng"] != first["numpy_rng"]
+    # ... and the next validation starts from exactly what the first one saw
+    assert second == first
