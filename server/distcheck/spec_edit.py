@@ -290,8 +290,10 @@ def spec_changes(
     or added value, `{"op": "append" | "remove", "path", "value"}` for an array item added or removed,
     `{"op": "delete", "path"}` for a removed key. Paths are lists of keys.
 
-    With `by_index`, arrays of the same length are compared item by item instead (objects member by
-    member), so a changed member of a list item is set in place (paths then hold indices too).
+    With `by_index` the changes give `new` exactly, order included: arrays of the same length are
+    compared item by item (objects member by member), so a changed member of a list item is set in
+    place (paths then hold indices too), and an array whose new order removing and appending items
+    cannot give is set whole.
     """
     changes: list[dict[str, Any]] = []
     for key, value in new.items():
@@ -321,6 +323,8 @@ def _value_changes(before: Any, value: Any, here: tuple[PathPart, ...], by_index
         added = [item for item in value if item not in before]
         if not removed and not added:
             return [{"op": "set", "path": list(here), "value": value}]
+        if by_index and [item for item in before if item in value] + added != value:
+            return [{"op": "set", "path": list(here), "value": value}]  # removing and appending cannot give this order
         return [
             *({"op": "remove", "path": list(here), "value": item} for item in removed),
             *({"op": "append", "path": list(here), "value": item} for item in added),
