@@ -63,7 +63,7 @@ class FileState:
         try:
             link = os.readlink(name) if os.path.islink(name) else None
             mode = os.stat(name).st_mode
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return cls(name, "other" if os.path.islink(name) else "missing", link=_link_or_none(name))
         except OSError:
             return cls(name, "unreadable", link=_link_or_none(name))
@@ -230,7 +230,7 @@ def write_spec(spec: MLIPSpec, path: str | os.PathLike[str], expected: FileState
     if current.data == data:
         return False
     target = os.path.realpath(name)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    _make_parent(target, name)
     tmp = _write_temp(target, data)
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode) if current.kind == "file" else 0o644
@@ -243,6 +243,20 @@ def write_spec(spec: MLIPSpec, path: str | os.PathLike[str], expected: FileState
         _unlink(tmp)
         raise
     return True
+
+
+def _make_parent(target: str, name: str) -> None:
+    """Create the directories above `target`; a file in the way is named (not a bare "File exists")."""
+    parent = os.path.dirname(target)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        blocker = parent
+        while blocker and not os.path.lexists(blocker):  # the first existing path on the way is the file
+            blocker = os.path.dirname(blocker)
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"{blocker or parent} is a file, not a directory; give a path in a directory", name
+        ) from exc
 
 
 def _write_temp(target: str, data: bytes) -> str:
@@ -280,7 +294,7 @@ def beside_path(path: str | os.PathLike[str], n: int = 1) -> str:
 
 def _write_new(path: str, data: bytes, mode: int) -> str:
     """Write `data` to a new file at the first free `beside_path(path, n)`; never replaces a file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _make_parent(os.path.abspath(path), path)
     for n in range(1, 1000):
         candidate = beside_path(path, n)
         if os.path.lexists(candidate):

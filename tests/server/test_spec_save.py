@@ -342,6 +342,23 @@ def test_any_spec_saved_over_any_hand_formatted_spec_reads_back_and_keeps_the_st
         assert ('"gather_mode"' in out) == ('"gather_mode"' in text), "defaults the file leaves out stay out"
 
 
+@pytest.mark.parametrize("where", ["f/x.json", "f/a/b/x.json"])
+def test_save_under_a_file_names_the_file_in_the_way(where: str, tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("user data")
+    with pytest.raises(NotADirectoryError) as info:
+        MLIPSpec().save(tmp_path / where)
+    assert info.value.strerror is not None and f"{tmp_path / 'f'} is a file" in info.value.strerror
+    assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_text() == "user data"
+
+
+def test_save_over_a_directory_refuses_and_leaves_it(tmp_path: Path) -> None:
+    (tmp_path / "d.json").mkdir()
+    (tmp_path / "d.json" / "keep").write_text("user data")
+    with pytest.raises(IsADirectoryError):
+        MLIPSpec().save(tmp_path / "d.json")
+    assert _snapshot(tmp_path) == {"d.json": "<dir>", "d.json/keep": b"user data"}
+
+
 # ------------------------------------------------------------------ changed since it was read
 
 _USER_EDIT = FIVE_LINES.replace('"local"', '"halo_correction"').replace("{\n", "{\n  \n", 1)
