@@ -214,7 +214,9 @@ def write_spec(spec: MLIPSpec, path: str | os.PathLike[str], expected: FileState
     bits; a symbolic link is written through to its target; parent directories are created. When the
     file already holds exactly that text nothing is written (False). Raises `SpecConflict` when
     `expected` is given and the file is no longer in that state, or when the file changes between
-    being read here and the rename; `IsADirectoryError` when `path` is a directory.
+    being read here and the rename; `IsADirectoryError` when `path` is a directory, `PermissionError`
+    when it cannot be read (so it cannot be edited in place), `NotADirectoryError` naming a file that
+    stands where a parent directory should be.
     """
     name = os.fspath(path)
     current = FileState.of(name)
