@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
+from . import __version__, importguard
 from .report import tolerance_for
 from .targets import (
     RANKS_PER_CORE,
@@ -644,11 +644,14 @@ def _suite_name(reference: str) -> str:
 class _PathState:
     sys_path: list[str]
     pythonpath: str | None
+    untrusted: list[str]
 
 
 def _push_python_path(dirs: Sequence[str]) -> _PathState:
-    """Put `dirs` first on `sys.path` (ranks inherit it) and on PYTHONPATH (processes they start)."""
-    state = _PathState(list(sys.path), os.environ.get("PYTHONPATH"))
+    """Put `dirs` first on `sys.path` (ranks inherit it) and on PYTHONPATH (processes they start),
+    with the import guard on: the standard library, torch and distcheck never resolve to them."""
+    importguard.install()
+    state = _PathState(list(sys.path), os.environ.get("PYTHONPATH"), importguard.distrust(dirs))
     unique = list(dict.fromkeys(dirs))
     for d in reversed(unique):
         if d in sys.path:
@@ -661,6 +664,7 @@ def _push_python_path(dirs: Sequence[str]) -> _PathState:
 
 def _pop_python_path(state: _PathState) -> None:
     sys.path[:] = state.sys_path
+    importguard.restore(state.untrusted)
     if state.pythonpath is None:
         os.environ.pop("PYTHONPATH", None)
     else:
