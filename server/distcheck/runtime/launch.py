@@ -220,7 +220,7 @@ def _start_helpers(method: str) -> None:
     after the first only checks that they are still alive."""
     from multiprocessing import forkserver, resource_tracker
 
-    with importguard.private_cwd(), main_hidden():
+    with importguard.clean_start(), main_hidden():
         if method == "forkserver":
             forkserver.ensure_running()
         else:
