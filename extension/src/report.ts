@@ -219,7 +219,7 @@ export function bestAttempt(report: ReportJson): AttemptJson | undefined {
   }
   const compared = attempts.filter(hasVerdicts);
   if (compared.length > 0) {
-    const fewest = Math.min(...compared.map((a) => failingOutputs(a).length));
+    const fewest = compared.reduce((m, a) => Math.min(m, failingOutputs(a).length), Number.POSITIVE_INFINITY);
     return compared.filter((a) => failingOutputs(a).length === fewest).at(-1);
   }
   return attempts.at(-1);

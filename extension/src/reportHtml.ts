@@ -8,7 +8,11 @@
  * - charts are inline SVG drawn here; nothing is fetched from a CDN or any remote origin;
  * - the report is embedded for the page script (state restore) as a JSON data block with `<`, `>`, `&`
  *   and the line separators escaped, so no report text can close the block;
- * - colours are VS Code theme variables (`--vscode-*`), with fallbacks.
+ * - colours are VS Code theme variables (`--vscode-*`), with fallbacks;
+ * - the renderer is total: every field is read through `reportCheck.Reader`, a field of the wrong type
+ *   becomes an error line ("this part of the report could not be shown: <field> is <what>") in its
+ *   section, each section is rendered under a guard that turns an exception into such a line, and long
+ *   lists are cut at `MAX_ITEMS` — a malformed report never blanks the panel.
  *
  * Clickable things are elements with `data-action` (the command the page script posts) and `data-args`
  * (a JSON object): openFile {file, line}, goToModule {module, cls, file, line}, declareAdapter
@@ -17,14 +21,9 @@
 
 import {
   type AttemptJson,
-  type HelperDiagnosisJson,
-  type OutputVerdictJson,
+  type ReportJson,
   type ReportMessage,
-  type WorkerErrorJson,
-  attemptsOf,
   bestAttempt,
-  degenerate,
-  failingOutputs,
   freeString,
   headline,
   isRecord,
@@ -33,6 +32,7 @@ import {
   toleranceFor,
   verdictOf,
 } from "./report";
+import { Problems, Reader, asNumber, capped } from "./reportCheck";
 
 export interface RenderOptions {
   /** Fresh random nonce for this render (CSP). */
@@ -130,7 +130,7 @@ export function renderReportHtml(message: ReportMessage | undefined, options: Re
     `script-src 'nonce-${options.nonce}'`,
     `font-src ${options.cspSource}`,
   ].join("; ");
-  const body = message ? renderBody(message, options.trusted !== false) : renderEmpty();
+  const body = message ? renderBodySafely(message, options.trusted !== false) : renderEmpty();
   const title = message ? `Distcheck: ${message.target}` : "Distcheck report";
   return `<!DOCTYPE html>
 <html lang="en">
@@ -143,11 +143,34 @@ export function renderReportHtml(message: ReportMessage | undefined, options: Re
 </head>
 <body>
 ${body}
-<script type="application/json" id="distcheck-state">${jsonForScript(message ?? null)}</script>
+<script type="application/json" id="distcheck-state">${stateForScript(message)}</script>
 <script nonce="${nonce}" src="${escapeHtml(options.scriptUri)}"></script>
 </body>
 </html>
 `;
+}
+
+/** The body, or — should a part outside every section throw — one error line instead of a blank page. */
+function renderBodySafely(message: ReportMessage, trusted: boolean): string {
+  try {
+    return renderBody(message, trusted);
+  } catch (error) {
+    const p = new Problems();
+    p.failed("the report", error);
+    return `<main data-verdict="error"><h1><span class="badge error" id="verdict">${escapeHtml(VERDICT_LABEL.error)}</span></h1>
+${problemLines(p)}
+<p>Run Validate again for a fresh report, or export this one to inspect it.</p>
+<div class="actions">${button("Export report JSON", "exportJson", { target: textOf(isRecord(message) ? message.target : "") })}</div></main>`;
+  }
+}
+
+/** The message for the page script's state restore; null when it cannot be serialised. */
+function stateForScript(message: ReportMessage | undefined): string {
+  try {
+    return jsonForScript(message ?? null);
+  } catch {
+    return "null";
+  }
 }
 
 function renderEmpty(): string {
@@ -155,49 +178,131 @@ function renderEmpty(): string {
 <p>No report yet. Run <b>Distcheck: Validate distribution</b> from the Command Palette or a CodeLens above a model factory.</p></main>`;
 }
 
+/** The error lines of one section: what could not be shown, and which lists were cut. */
+function problemLines(p: Problems): string {
+  const shown = p.lines.slice(0, 8).map((l) => `<p class="report-error">this part of the report could not be shown: ${escapeHtml(l)}</p>`);
+  if (p.lines.length > 8) {
+    shown.push(`<p class="report-error">… and ${p.lines.length - 8} more malformed fields in this part</p>`);
+  }
+  for (const note of p.notes.slice(0, 8)) {
+    shown.push(`<p class="report-note dim">${escapeHtml(note)}</p>`);
+  }
+  return shown.join("\n");
+}
+
+/**
+ * One section, rendered so that nothing in it can blank the page: the section's problems (and any
+ * exception its renderer throws) become error lines inside it, and `all` collects them for the header.
+ */
+function guarded(id: string, title: string, all: Problems, render: (p: Problems) => string): string {
+  const p = new Problems();
+  let html: string;
+  try {
+    html = render(p);
+  } catch (error) {
+    p.failed(`the ${title.toLowerCase()} section`, error);
+    html = "";
+  }
+  all.lines.push(...p.lines);
+  if (p.empty) {
+    return html;
+  }
+  const lines = problemLines(p);
+  for (const close of ["</section>", "</header>"]) {
+    if (html.endsWith(close)) {
+      return `${html.slice(0, -close.length)}${lines}\n${close}`;
+    }
+  }
+  return `${html}<section id="${escapeHtml(id)}"><h2>${escapeHtml(title)}</h2>${lines}</section>`;
+}
+
 function renderBody(message: ReportMessage, trusted: boolean): string {
-  const report = message.report;
-  const verdict = verdictOf(report);
-  const best = bestAttempt(report);
-  const target = message.target;
-  const parts: string[] = [];
-  parts.push(`<main data-verdict="${escapeHtml(verdict)}">`);
-  parts.push(`<header class="head">
+  const all = new Problems();
+  const top = new Problems(); // problems of the message itself: shown in the summary
+  const root = new Reader(isRecord(message) ? message : {}, "", top);
+  const target = root.str("target", { required: true }) ?? "?";
+  const specUri = root.str("specUri") ?? null;
+  const notice = root.str("notice");
+  const raw: unknown = isRecord(message) ? message.report : undefined;
+  if (!isRecord(raw)) {
+    top.wrong("report", raw, "an object");
+  }
+  const report: ReportJson = isRecord(raw) ? (raw as unknown as ReportJson) : ({ attempts: [] } as unknown as ReportJson);
+  const listed = new Problems(); // problems of the attempts list: shown in the attempts section
+  const attemptValues = (isRecord(raw) ? new Reader(raw, "report", listed).list("attempts", { required: true }) : undefined) ?? [];
+  const attempts = attemptValues.filter(isRecord) as unknown as AttemptJson[];
+  const paths = new Map<AttemptJson, string>();
+  attemptValues.forEach((a, i) => {
+    if (isRecord(a)) {
+      paths.set(a as unknown as AttemptJson, `report.attempts[${i}]`);
+    } else {
+      listed.wrong(`report.attempts[${i}]`, a, "an object");
+    }
+  });
+  const view: ReportJson = { ...report, attempts };
+  const best = bestAttempt(view);
+  const verdict = verdictOf(view);
+  const head = guarded("summary", "Summary", all, (p) => {
+    p.lines.push(...top.lines);
+    const hr = new Reader(isRecord(raw) ? raw : {}, "report", p);
+    const nextAction = hr.str("next_action", { required: true }) ?? "";
+    const fix = hr.str("fix_applied");
+    hr.bool("ok");
+    hr.count("best_attempt");
+    hr.str("verdict");
+    return `<header class="head">
 <h1><span class="badge ${escapeHtml(verdict)}" id="verdict">${escapeHtml(VERDICT_LABEL[verdict] ?? verdict)}</span> <span class="target">${escapeHtml(target)}</span></h1>
-<p class="headline" id="headline">${escapeHtml(headline(report))}</p>
-${renderNextAction(report.next_action)}
-${message.notice ? `<p class="notice">${escapeHtml(message.notice)}</p>` : ""}
-${renderMeta(report.meta, report.fix_applied, message.specUri)}
+<p class="headline" id="headline">${escapeHtml(headline({ ...view, next_action: nextAction }))}</p>
+${renderNextAction(nextAction)}
+${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ""}
+${renderMeta(hr.rec("meta", { required: true }), fix, specUri)}
 <div class="actions">
 ${button("Apply best spec", "applyBestSpec", { target }, trusted ? undefined : UNTRUSTED)}
 ${button("Export report JSON", "exportJson", { target })}
 ${button("Validate again", "validate", { target }, trusted ? undefined : UNTRUSTED)}
 </div>
-</header>`);
-  parts.push(renderAttempts(attemptsOf(report)));
+</header>`;
+  });
+  const at = (a: AttemptJson): string => paths.get(a) ?? "report.attempts[?]";
+  const meta = isRecord(report.meta) ? report.meta : {};
+  const parts: string[] = [];
+  parts.push(
+    guarded("attempts", "Attempts", all, (p) => {
+      p.lines.push(...listed.lines);
+      return renderAttempts(attempts, p, at);
+    }),
+  );
   if (best) {
-    parts.push(renderOutputs(best, report.meta));
+    parts.push(guarded("outputs", "Outputs", all, (p) => renderOutputs(new Reader(best as unknown as Obj, at(best), p), meta)));
   }
-  parts.push(renderHelpers(attemptsOf(report), best, target, trusted));
-  parts.push(renderLayers(attemptsOf(report), best));
-  parts.push(renderErrors(attemptsOf(report)));
+  parts.push(guarded("helpers", "Third-party helpers", all, (p) => renderHelpers(attempts, best, target, trusted, p, at)));
+  parts.push(guarded("layers", "Layer divergence", all, (p) => renderLayers(attempts, best, p, at)));
+  parts.push(guarded("errors", "Worker error", all, (p) => renderErrors(attempts, p, at)));
   if (best) {
-    parts.push(renderPartition(best));
+    parts.push(guarded("partition", "Partition", all, (p) => renderPartition(new Reader(best as unknown as Obj, at(best), p))));
   }
-  parts.push(`<section id="spec"><details data-key="spec"><summary><h2>Spec (${escapeHtml(
-    report.ok ? "working" : "best tried",
-  )})</h2></summary><pre class="json">${escapeHtml(JSON.stringify(report.spec, null, 2))}</pre></details></section>`);
-  parts.push("</main>");
-  return parts.join("\n");
+  parts.push(
+    guarded("spec", "Spec", all, () => {
+      const spec = JSON.stringify(report.spec ?? null, null, 2) ?? "null";
+      return `<section id="spec"><details data-key="spec"><summary><h2>Spec (${escapeHtml(
+        report.ok === true ? "working" : "best tried",
+      )})</h2></summary><pre class="json">${escapeHtml(spec)}</pre></details></section>`;
+    }),
+  );
+  const warning = all.lines.length
+    ? `<p class="report-error" id="malformed">Parts of this report are malformed (${escapeHtml(
+        `${all.lines.length} field${all.lines.length === 1 ? "" : "s"}`,
+      )}) and are marked below; the rest is shown. A report from another distcheck version can do this: run Validate again for a fresh one.</p>`
+    : "";
+  return [`<main data-verdict="${escapeHtml(verdict)}">`, head, warning, ...parts, "</main>"].join("\n");
 }
 
-function renderNextAction(nextAction: unknown): string {
+function renderNextAction(nextAction: string): string {
   const lines = freeString(nextAction).split("\n").filter((l) => l.trim() !== "");
   if (lines.length <= 1) {
     return "";
   }
-  return `<ul class="next-action">${lines
-    .slice(1)
+  return `<ul class="next-action">${capped(lines.slice(1), "report.next_action", new Problems())
     .map((l) => `<li>${escapeHtml(l)}</li>`)
     .join("")}</ul>`;
 }
@@ -217,29 +322,40 @@ export function fileUriToPath(uri: string): string | undefined {
   return /^\/[a-zA-Z]:/.test(p) ? p.slice(1) : p;
 }
 
-function renderMeta(meta: unknown, fixApplied: unknown, specUri: string | null): string {
-  const m = isRecord(meta) ? meta : {};
+function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specUri: string | null): string {
   const cells: string[] = [];
-  for (const key of ["world_size", "device", "backend"]) {
-    if (key in m) {
-      cells.push(`${escapeHtml(key.replace("_", " "))} <b>${escapeHtml(fmt(m[key]))}</b>`);
+  if (m) {
+    for (const key of ["world_size", "device", "backend"]) {
+      const v = m.raw(key);
+      if (v === undefined) {
+        continue;
+      }
+      const ok = key === "world_size" ? m.count(key) !== undefined : m.str(key) !== undefined;
+      if (ok) {
+        cells.push(`${escapeHtml(key.replace("_", " "))} <b>${escapeHtml(fmt(v))}</b>`);
+      }
+    }
+    for (const key of ["atol", "rtol"]) {
+      const v = m.raw(key);
+      if (v === undefined) {
+        continue;
+      }
+      if (isRecord(v)) {
+        const bad = Object.entries(v).filter(([, t]) => asNumber(t) === undefined);
+        for (const [name, t] of bad.slice(0, 3)) {
+          m.problems.wrong(`${m.pathOf(key)}[${JSON.stringify(name)}]`, t, "a number");
+        }
+        cells.push(`${key} <b>${escapeHtml(JSON.stringify(v))}</b>`);
+      } else if (m.num(key) !== undefined) {
+        cells.push(`${key} <b>${escapeHtml(fmt(v))}</b>`);
+      }
+    }
+    const versions = m.entries("versions");
+    if (versions.length) {
+      cells.push(versions.map(([k, v]) => `${escapeHtml(k)} ${escapeHtml(freeString(v))}`).join(", "));
     }
   }
-  for (const key of ["atol", "rtol"]) {
-    if (key in m) {
-      const v = m[key];
-      cells.push(`${key} <b>${escapeHtml(isRecord(v) ? JSON.stringify(v) : fmt(v))}</b>`);
-    }
-  }
-  const versions = m.versions;
-  if (isRecord(versions)) {
-    cells.push(
-      Object.entries(versions)
-        .map(([k, v]) => `${escapeHtml(k)} ${escapeHtml(freeString(v))}`)
-        .join(", "),
-    );
-  }
-  const fix = typeof fixApplied === "string" && fixApplied ? `<p class="fix">Fix applied: ${escapeHtml(fixApplied)}</p>` : "";
+  const fix = fixApplied ? `<p class="fix">Fix applied: ${escapeHtml(fixApplied)}</p>` : "";
   const specPath = specUri ? fileUriToPath(specUri) : undefined;
   const spec = specUri
     ? `<p class="spec-uri">Spec file: ${
@@ -252,21 +368,30 @@ function renderMeta(meta: unknown, fixApplied: unknown, specUri: string | null):
 // ------------------------------------------------------------------------------------------------
 // attempts
 
-function renderAttempts(attempts: AttemptJson[]): string {
-  if (attempts.length === 0) {
+type Obj = Record<string, unknown>;
+
+function renderAttempts(all: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): string {
+  if (all.length === 0) {
     return `<section id="attempts"><h2>Attempts</h2><p>No attempt ran.</p></section>`;
   }
-  const rows = attempts.map((a) => {
-    const failing = failingOutputs(a);
-    const result = a.error && !failing.length ? "error" : a.passed ? "pass" : "fail";
-    const counts = isRecord(a.handler_counts) ? Object.entries(a.handler_counts) : [];
+  const attempts = capped(all, "report.attempts", p);
+  const rows = attempts.map((attempt) => {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    const failing = outputList(a);
+    const hasError = a.rec("error") !== undefined;
+    const passed = a.bool("passed", { required: true });
+    const result = hasError && !failing.length ? "error" : passed ? "pass" : "fail";
+    const counts = a.entries("handler_counts");
     const handlers = counts.length
-      ? `<ul class="handlers">${counts.map(([name, n]) => `<li><code>${escapeHtml(name)}</code> ×${escapeHtml(fmt(n))}</li>`).join("")}</ul>`
+      ? `<ul class="handlers">${counts
+          .map(([name, n]) => `<li><code>${escapeHtml(name)}</code> ×${escapeHtml(fmt(checkedCount(n, `${a.pathOf("handler_counts")}[${JSON.stringify(name)}]`, p)))}</li>`)
+          .join("")}</ul>`
       : `<span class="dim">none fired</span>`;
+    const rule = a.str("rule");
     return `<tr class="${result}">
-<td>${escapeHtml(fmt(a.index))}</td>
-<td>${a.rule ? `<code>${escapeHtml(a.rule)}</code>` : `<span class="dim">initial</span>`}</td>
-<td>${escapeHtml(a.rationale)}${a.reused_run ? ` <span class="dim">(re-consolidated)</span>` : ""}</td>
+<td>${escapeHtml(fmt(a.count("index", { required: true }) ?? "?"))}</td>
+<td>${rule ? `<code>${escapeHtml(rule)}</code>` : `<span class="dim">initial</span>`}</td>
+<td>${escapeHtml(a.str("rationale") ?? "")}${a.bool("reused_run") ? ` <span class="dim">(re-consolidated)</span>` : ""}</td>
 <td class="result ${result}">${result === "pass" ? "✓ pass" : result === "error" ? "✗ error" : "✗ fail"}</td>
 <td>${failing.length ? failing.map((n) => `<code>${escapeHtml(n)}</code>`).join(" ") : `<span class="dim">–</span>`}</td>
 <td>${handlers}</td>
@@ -275,6 +400,39 @@ function renderAttempts(attempts: AttemptJson[]): string {
   return `<section id="attempts"><h2>Attempts</h2>
 <table class="attempts"><thead><tr><th>#</th><th>rule</th><th>rationale</th><th>result</th><th>failing outputs</th><th>handlers fired</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></section>`;
+}
+
+/** The failing outputs of an attempt: `failing_outputs` when written (strings), else from its verdicts. */
+function outputList(a: Reader): string[] {
+  if (a.has("failing_outputs")) {
+    const names = a.items("failing_outputs");
+    names.forEach((n, i) => {
+      if (typeof n !== "string") {
+        a.problems.wrong(`${a.pathOf("failing_outputs")}[${i}]`, n, "a string");
+      }
+    });
+    return names.filter((n): n is string => typeof n === "string");
+  }
+  return a
+    .entries("verdicts")
+    .filter(([, v]) => isRecord(v) && v.passed !== true)
+    .map(([name]) => name);
+}
+
+function checkedCount(value: unknown, path: string, p: Problems): number | undefined {
+  if (typeof value === "number" && Number.isInteger(value) && value >= 0) {
+    return value;
+  }
+  p.wrong(path, value, "a whole number");
+  return undefined;
+}
+
+function checkedNumber(value: unknown, path: string, p: Problems): number | undefined {
+  const x = asNumber(value);
+  if (x === undefined && value !== null && value !== undefined) {
+    p.wrong(path, value, "a number");
+  }
+  return x;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -287,33 +445,32 @@ interface Bar {
   ok: boolean;
 }
 
-function outputNames(a: AttemptJson): string[] {
-  const names = [
-    ...Object.keys(isRecord(a.verdicts) ? a.verdicts : {}),
-    ...Object.keys(isRecord(a.max_abs_diff) ? a.max_abs_diff : {}),
-    ...Object.keys(isRecord(a.max_rel_diff) ? a.max_rel_diff : {}),
-  ];
-  return [...new Set(names)];
-}
-
-function renderOutputs(a: AttemptJson, meta: unknown): string {
-  const names = outputNames(a);
+function renderOutputs(a: Reader, meta: Obj): string {
+  const verdicts = a.rec("verdicts");
+  const absDiffs = a.rec("max_abs_diff");
+  const relDiffs = a.rec("max_rel_diff");
+  const names = capped(
+    [...new Set([...Object.keys(verdicts?.obj ?? {}), ...Object.keys(absDiffs?.obj ?? {}), ...Object.keys(relDiffs?.obj ?? {})])],
+    a.pathOf("verdicts"),
+    a.problems,
+  );
+  const index = fmt(a.count("index") ?? "?");
   if (names.length === 0) {
-    return `<section id="outputs"><h2>Outputs</h2><p>No outputs were compared (attempt ${escapeHtml(fmt(a.index))}).</p></section>`;
+    return `<section id="outputs"><h2>Outputs</h2><p>No outputs were compared (attempt ${escapeHtml(index)}).</p></section>`;
   }
-  const m = isRecord(meta) ? meta : {};
   const rows: string[] = [];
   const bars: Bar[][] = [];
   for (const name of names) {
-    const v: OutputVerdictJson | undefined = isRecord(a.verdicts) ? a.verdicts[name] : undefined;
-    const kind = v?.kind ?? "?";
-    const absDiff = toNumber(v ? v.max_abs_diff : a.max_abs_diff?.[name]);
-    const relDiff = toNumber(v ? v.max_rel_diff : a.max_rel_diff?.[name]);
-    const atol = toleranceFor(m.atol, name, kind);
-    const rtol = toleranceFor(m.rtol, name, kind);
-    const passed = v ? v.passed === true : undefined;
-    const status = v ? (v.passed ? v.status : `${v.status} (${fmt(v.n_failing)}/${fmt(v.n_total)})`) : "–";
-    const worst = v?.worst_index ? ` worst at [${v.worst_index.map((i) => fmt(i)).join(", ")}]` : "";
+    const v = verdicts ? Reader.of(verdicts.raw(name), verdicts.pathOf(name), a.problems, false) : undefined;
+    const kind = v?.str("kind") ?? "?";
+    const absDiff = v ? v.num("max_abs_diff") : absDiffs ? checkedNumber(absDiffs.raw(name), absDiffs.pathOf(name), a.problems) : undefined;
+    const relDiff = v ? v.num("max_rel_diff") : relDiffs ? checkedNumber(relDiffs.raw(name), relDiffs.pathOf(name), a.problems) : undefined;
+    const atol = toleranceFor(meta.atol, name, kind);
+    const rtol = toleranceFor(meta.rtol, name, kind);
+    const passed = v ? v.bool("passed", { required: true }) : undefined;
+    const statusText = v?.str("status") ?? "?";
+    const status = v ? (passed ? statusText : `${statusText} (${fmt(v.count("n_failing"))}/${fmt(v.count("n_total"))})`) : "–";
+    const worst = v ? worstIndex(v) : "";
     rows.push(`<tr class="${passed === false ? "fail" : passed ? "pass" : ""}"><td><code>${escapeHtml(name)}</code></td><td>${escapeHtml(kind)}</td>
 <td>${escapeHtml(fmt(absDiff))}</td><td>${escapeHtml(fmt(atol))}</td><td>${escapeHtml(fmt(relDiff))}</td><td>${escapeHtml(fmt(rtol))}</td>
 <td class="result">${escapeHtml(status + (passed === false ? worst : ""))}</td></tr>`);
@@ -322,12 +479,29 @@ function renderOutputs(a: AttemptJson, meta: unknown): string {
       { label: `${name} rel`, value: relDiff, tol: rtol, ok: isWithin(relDiff, rtol, passed) },
     ]);
   }
-  return `<section id="outputs"><h2>Outputs (attempt ${escapeHtml(fmt(a.index))})</h2>
+  return `<section id="outputs"><h2>Outputs (attempt ${escapeHtml(index)})</h2>
 <table class="outputs"><thead><tr><th>output</th><th>kind</th><th>max abs</th><th>atol</th><th>max rel</th><th>rtol</th><th>status</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table>
 ${renderDiffChart(bars.flat())}
 <p class="legend"><span class="sw ok"></span> within tolerance <span class="sw bad"></span> beyond tolerance <span class="sw tolmark"></span> tolerance (log scale)</p>
 </section>`;
+}
+
+const MAX_WORST = 8;
+
+/** " worst at [i, j]" from a verdict's `worst_index` (a list of whole numbers, or null). */
+function worstIndex(v: Reader): string {
+  const list = v.list("worst_index");
+  if (!list) {
+    return "";
+  }
+  const bad = list.findIndex((i) => !(typeof i === "number" && Number.isInteger(i)));
+  if (bad >= 0) {
+    v.problems.wrong(`${v.pathOf("worst_index")}[${bad}]`, list[bad], "a whole number");
+    return "";
+  }
+  const shown = list.slice(0, MAX_WORST).map((i) => fmt(i));
+  return list.length ? ` worst at [${shown.join(", ")}${list.length > MAX_WORST ? ", …" : ""}]` : "";
 }
 
 function isWithin(value: number | undefined, tol: number | undefined, passed: boolean | undefined): boolean {
@@ -346,8 +520,10 @@ export function logDomain(values: Array<number | undefined>): [number, number] {
   if (finite.length === 0) {
     return [-8, 0];
   }
-  let lo = Math.floor(Math.log10(Math.min(...finite))) - 1;
-  let hi = Math.ceil(Math.log10(Math.max(...finite)));
+  const min = finite.reduce((x, y) => Math.min(x, y));
+  const max = finite.reduce((x, y) => Math.max(x, y));
+  let lo = Math.floor(Math.log10(min)) - 1;
+  let hi = Math.ceil(Math.log10(max));
   if (hi <= lo + 2) {
     hi = lo + 3;
   }
@@ -416,82 +592,93 @@ function renderDiffChart(bars: Bar[]): string {
 // ------------------------------------------------------------------------------------------------
 // helpers
 
-function helperName(h: HelperDiagnosisJson): string {
-  return h.qualname ?? `${h.module}.${h.function}`;
+interface Helper {
+  h: Reader;
+  attempt: Reader;
+  name: string;
 }
 
-function isFlagged(h: HelperDiagnosisJson): boolean {
-  return (h.suspected_gap !== null && h.suspected_gap !== undefined) || h.consistency_passed === false;
-}
-
-function renderHelpers(attempts: AttemptJson[], best: AttemptJson | undefined, target: string, trusted: boolean): string {
-  const latest = new Map<string, { h: HelperDiagnosisJson; attempt: AttemptJson }>();
-  for (const a of attempts) {
-    for (const h of Array.isArray(a.helper_diagnostics) ? a.helper_diagnostics : []) {
-      if (isRecord(h)) {
-        const name = helperName(h);
-        const prev = latest.get(name);
-        if (!prev || a === best || prev.attempt !== best) {
-          latest.set(name, { h, attempt: a });
-        }
+function renderHelpers(
+  attempts: AttemptJson[],
+  best: AttemptJson | undefined,
+  target: string,
+  trusted: boolean,
+  p: Problems,
+  at: (a: AttemptJson) => string,
+): string {
+  const latest = new Map<string, Helper & { isBest: boolean }>();
+  for (const attempt of attempts) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    a.items("helper_diagnostics").forEach((value, i) => {
+      const h = Reader.of(value, `${a.pathOf("helper_diagnostics")}[${i}]`, p);
+      if (!h) {
+        return;
       }
-    }
+      const name = h.str("qualname") ?? `${h.str("module", { required: true }) ?? "?"}.${h.str("function", { required: true }) ?? "?"}`;
+      const prev = latest.get(name);
+      if (!prev || attempt === best || !prev.isBest) {
+        latest.set(name, { h, attempt: a, name, isBest: attempt === best });
+      }
+    });
   }
   if (latest.size === 0) {
     return "";
   }
-  const cards = [...latest.values()].map(({ h, attempt }) => {
-    const name = helperName(h);
-    const flagged = isFlagged(h);
-    const perRank = isRecord(h.n_calls_per_rank)
-      ? Object.entries(h.n_calls_per_rank)
-          .map(([r, n]) => `rank ${escapeHtml(r)}: ${escapeHtml(fmt(n))}`)
-          .join(", ")
-      : "";
-    const check =
-      h.consistency_check
-        ? `<li>check: ${escapeHtml(h.consistency_check)} — <b>${
-            h.consistency_passed === true ? "passed" : h.consistency_passed === false ? "failed" : "not run"
-          }</b></li>`
-        : "";
-    const src = isRecord(h.source) && typeof h.source.file === "string"
-      ? `<li>defined at ${link(`${h.source.file}:${fmt(h.source.line ?? 1)}`, "openFile", {
-          file: h.source.file,
-          line: toNumber(h.source.line) ?? 1,
-        })}</li>`
-      : "";
-    const notes = (Array.isArray(h.divergence_notes) ? h.divergence_notes : [])
-      .map((n) => `<li>${escapeHtml(n)}</li>`)
-      .join("");
-    const remedy = h.likely_remedy
-      ? `<div class="remedy">remedy (a <code>third_party_helpers</code> entry):<pre class="json">${escapeHtml(
-          JSON.stringify(h.likely_remedy, null, 2),
-        )}</pre></div>`
-      : "";
-    const canDeclare = flagged && !h.already_wrapped && isRecord(h.likely_remedy);
-    const declare = canDeclare
+  const cards = capped([...latest.values()], "the helpers", p).map(({ h, attempt, name }) => renderHelper(h, attempt, name, target, trusted));
+  return `<section id="helpers"><h2>Third-party helpers</h2>${cards.join("\n")}</section>`;
+}
+
+function renderHelper(h: Reader, attempt: Reader, name: string, target: string, trusted: boolean): string {
+  const gap = h.str("suspected_gap");
+  const consistency = h.bool("consistency_passed");
+  const flagged = Boolean(gap) || consistency === false;
+  const perRank = h
+    .entries("n_calls_per_rank")
+    .map(([r, n]) => `rank ${escapeHtml(r)}: ${escapeHtml(fmt(checkedCount(n, `${h.pathOf("n_calls_per_rank")}[${JSON.stringify(r)}]`, h.problems)))}`)
+    .join(", ");
+  const checkText = h.str("consistency_check");
+  const check = checkText
+    ? `<li>check: ${escapeHtml(checkText)} — <b>${consistency === true ? "passed" : consistency === false ? "failed" : "not run"}</b></li>`
+    : "";
+  const source = h.rec("source");
+  const file = source?.str("file");
+  const line = source?.count("line");
+  const src = file ? `<li>defined at ${link(`${file}:${fmt(line ?? 1)}`, "openFile", { file, line: line ?? 1 })}</li>` : "";
+  const notes = h
+    .items("divergence_notes")
+    .map((n) => `<li>${escapeHtml(freeString(n))}</li>`)
+    .join("");
+  const remedyReader = h.rec("likely_remedy");
+  const remedy = remedyReader
+    ? `<div class="remedy">remedy (a <code>third_party_helpers</code> entry):<pre class="json">${escapeHtml(
+        JSON.stringify(remedyReader.obj, null, 2),
+      )}</pre></div>`
+    : "";
+  const wrapped = h.bool("already_wrapped") === true;
+  const declare =
+    flagged && !wrapped && remedyReader
       ? button(
           "Declare adapter",
           "declareAdapter",
-          { target, qualname: name, module: h.module, function: h.function, remedy: h.likely_remedy },
+          { target, qualname: name, module: h.str("module"), function: h.str("function"), remedy: remedyReader.obj },
           trusted ? undefined : UNTRUSTED,
         )
       : "";
-    const state = h.already_wrapped ? `<span class="tag ok">adapter declared</span>` : flagged ? `<span class="tag bad">flagged</span>` : `<span class="tag">ok</span>`;
-    return `<div class="helper ${flagged ? "flagged" : ""}" data-helper="${escapeHtml(name)}">
-<h3><code>${escapeHtml(name)}</code> ${state} <span class="dim">(attempt ${escapeHtml(fmt(attempt.index))})</span></h3>
+  const state = wrapped ? `<span class="tag ok">adapter declared</span>` : flagged ? `<span class="tag bad">flagged</span>` : `<span class="tag">ok</span>`;
+  return `<div class="helper ${flagged ? "flagged" : ""}" data-helper="${escapeHtml(name)}">
+<h3><code>${escapeHtml(name)}</code> ${state} <span class="dim">(attempt ${escapeHtml(fmt(attempt.count("index") ?? "?"))})</span></h3>
 <ul>
-<li>pattern <b>${escapeHtml(h.pattern)}</b> (confidence ${escapeHtml(fmt(h.pattern_confidence))}); calls: reference ${escapeHtml(fmt(h.n_calls_ref))}${perRank ? `; ${perRank}` : ""}</li>
+<li>pattern <b>${escapeHtml(h.str("pattern") ?? "?")}</b> (confidence ${escapeHtml(fmt(h.num("pattern_confidence")))}); calls: reference ${escapeHtml(
+    fmt(h.count("n_calls_ref")),
+  )}${perRank ? `; ${perRank}` : ""}</li>
 ${check}
-${h.suspected_gap ? `<li class="gap">${escapeHtml(h.suspected_gap)}</li>` : ""}
+${gap ? `<li class="gap">${escapeHtml(gap)}</li>` : ""}
 ${src}
 ${notes}
 </ul>
 ${remedy}
 ${declare}
 </div>`;
-  });
-  return `<section id="helpers"><h2>Third-party helpers</h2>${cards.join("\n")}</section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -507,43 +694,44 @@ export interface ModuleLocation {
 }
 
 /** The first divergent module, from either shape the engine writes (`first_divergent` or `first_module`). */
-export function firstDivergentModule(ld: unknown): ModuleLocation | undefined {
+export function firstDivergentModule(ld: unknown, problems: Problems = new Problems(), path = "layer_divergence"): ModuleLocation | undefined {
   if (!isRecord(ld)) {
     return undefined;
   }
-  const inner = isRecord(ld.first_divergent) ? ld.first_divergent : undefined;
-  const src = inner ?? ld;
-  const module = freeString(inner ? src.module : ld.first_module);
+  const outer = new Reader(ld, path, problems);
+  const inner = outer.rec("first_divergent");
+  const src = inner ?? outer;
+  const module = inner ? inner.str("module", { required: true }) : outer.str("first_module");
   if (!module) {
     return undefined;
   }
+  const cls = src.has("class") ? src.str("class") : src.str("cls");
   return {
     module,
-    cls: freeString(src.class ?? src.cls ?? ""),
-    file: typeof src.file === "string" ? src.file : undefined,
-    line: toNumber(src.line),
-    relDiff: toNumber(src.rel_diff ?? src.max_rel_diff),
-    absDiff: toNumber(src.abs_diff ?? src.max_abs_diff),
+    cls: cls ?? "",
+    file: src.str("file"),
+    line: src.count("line"),
+    relDiff: src.has("rel_diff") ? src.num("rel_diff") : src.num("max_rel_diff"),
+    absDiff: src.has("abs_diff") ? src.num("abs_diff") : src.num("max_abs_diff"),
   };
 }
 
-function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined): string {
+function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
   const ordered = best ? [best, ...attempts.filter((a) => a !== best).reverse()] : [...attempts].reverse();
-  for (const a of ordered) {
-    const loc = firstDivergentModule(a.layer_divergence);
-    if (!loc) {
+  for (const attempt of ordered) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    const ld = a.rec("layer_divergence");
+    const loc = ld ? firstDivergentModule(ld.obj, p, ld.path) : undefined;
+    if (!ld || !loc) {
       continue;
     }
     const where = loc.file ? ` (${loc.file}:${fmt(loc.line ?? 1)})` : "";
-    const diffs = [
-      loc.relDiff !== undefined ? `rel diff ${fmt(loc.relDiff)}` : "",
-      loc.absDiff !== undefined ? `abs diff ${fmt(loc.absDiff)}` : "",
-    ]
+    const diffs = [loc.relDiff !== undefined ? `rel diff ${fmt(loc.relDiff)}` : "", loc.absDiff !== undefined ? `abs diff ${fmt(loc.absDiff)}` : ""]
       .filter(Boolean)
       .join(", ");
-    const ld = a.layer_divergence ?? {};
-    const checked = "checked" in ld ? ` <span class="dim">(${escapeHtml(fmt(ld.checked))} modules checked)</span>` : "";
-    return `<section id="layers"><h2>Layer divergence (attempt ${escapeHtml(fmt(a.index))})</h2>
+    const n = ld.count("checked");
+    const checked = n !== undefined ? ` <span class="dim">(${escapeHtml(fmt(n))} modules checked)</span>` : "";
+    return `<section id="layers"><h2>Layer divergence (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>
 <p>First divergent module: <code>${escapeHtml(loc.module)}</code>${loc.cls ? ` <span class="dim">${escapeHtml(loc.cls)}</span>` : ""}${escapeHtml(where)}${diffs ? ` — ${escapeHtml(diffs)}` : ""}${checked}</p>
 <p>${link("Go to module", "goToModule", { module: loc.module, cls: loc.cls, file: loc.file, line: loc.line })}</p>
 </section>`;
@@ -564,36 +752,52 @@ export function isLibraryFrame(file: string): boolean {
   );
 }
 
-function renderError(e: WorkerErrorJson, a: AttemptJson): string {
-  const where = e.rank === null || e.rank === undefined ? "reference / parent" : `rank ${fmt(e.rank)}`;
-  const frames = (Array.isArray(e.frames) ? e.frames : []).filter(isRecord);
-  const frameItems = frames
-    .map((f) => {
-      const lib = isLibraryFrame(typeof f.file === "string" ? f.file : "");
-      return `<li class="${lib ? "lib" : "user"}">${link(`${f.file}:${fmt(f.line)}`, "openFile", {
-        file: f.file,
-        line: toNumber(f.line) ?? 1,
-      })} in <code>${escapeHtml(f.function)}</code></li>`;
+function renderError(e: Reader, a: Reader): string {
+  const rank = e.count("rank");
+  const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
+  const index = fmt(a.count("index") ?? "?");
+  const frameItems = e
+    .items("frames")
+    .map((value, i) => {
+      const f = Reader.of(value, `${e.pathOf("frames")}[${i}]`, e.problems);
+      if (!f) {
+        return "";
+      }
+      const file = f.str("file", { required: true }) ?? "?";
+      const line = f.count("line");
+      return `<li class="${isLibraryFrame(file) ? "lib" : "user"}">${link(`${file}:${fmt(line)}`, "openFile", {
+        file,
+        line: line ?? 1,
+      })} in <code>${escapeHtml(f.str("function") ?? "?")}</code></li>`;
     })
     .join("\n");
-  const raw = e.traceback
-    ? `<details data-key="traceback-${escapeHtml(fmt(a.index))}"><summary>raw traceback</summary><pre>${escapeHtml(e.traceback)}</pre></details>`
+  const traceback = e.str("traceback");
+  const raw = traceback
+    ? `<details data-key="traceback-${escapeHtml(index)}"><summary>raw traceback</summary><pre>${escapeHtml(traceback)}</pre></details>`
     : "";
+  const hint = e.str("hint");
   return `<div class="error">
-<h3>${escapeHtml(e.type)} on ${escapeHtml(where)} during ${escapeHtml(e.phase)} <span class="dim">(attempt ${escapeHtml(fmt(a.index))})</span></h3>
-<p class="message">${escapeHtml(e.message)}</p>
-${e.hint ? `<p class="hint">${escapeHtml(e.hint)}</p>` : ""}
+<h3>${escapeHtml(e.str("type", { required: true }) ?? "error")} on ${escapeHtml(where)} during ${escapeHtml(e.str("phase") ?? "?")} <span class="dim">(attempt ${escapeHtml(index)})</span></h3>
+<p class="message">${escapeHtml(e.str("message") ?? "")}</p>
+${hint ? `<p class="hint">${escapeHtml(hint)}</p>` : ""}
 ${frameItems ? `<ol class="frames">${frameItems}</ol>` : ""}
 ${raw}
 </div>`;
 }
 
-function renderErrors(attempts: AttemptJson[]): string {
-  const errors = attempts.filter((a) => isRecord(a.error));
-  if (errors.length === 0) {
+function renderErrors(attempts: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): string {
+  const cards: string[] = [];
+  for (const attempt of attempts) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    const e = a.rec("error");
+    if (e) {
+      cards.push(renderError(e, a));
+    }
+  }
+  if (cards.length === 0) {
     return "";
   }
-  return `<section id="errors"><h2>Worker error</h2>${errors.map((a) => renderError(a.error as WorkerErrorJson, a)).join("\n")}</section>`;
+  return `<section id="errors"><h2>Worker error</h2>${capped(cards, "the worker errors", p).join("\n")}</section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -606,35 +810,54 @@ export interface RankComposition {
   remote: number;
 }
 
-export function partitionComposition(health: unknown): RankComposition[] {
-  if (!isRecord(health) || !isRecord(health.per_rank)) {
+export function partitionComposition(health: unknown, problems: Problems = new Problems(), path = "partition_health"): RankComposition[] {
+  if (!isRecord(health)) {
     return [];
   }
-  return Object.entries(health.per_rank)
+  const h = new Reader(health, path, problems);
+  return h
+    .entries("per_rank")
     .map(([rank, stats]) => {
-      const s = isRecord(stats) ? stats : {};
-      return {
-        rank,
-        owned: toNumber(s.owned) ?? 0,
-        halo: toNumber(s.halo) ?? 0,
-        remote: toNumber(s.remote) ?? 0,
-      };
+      const s = Reader.of(stats, `${h.pathOf("per_rank")}[${JSON.stringify(rank)}]`, problems);
+      return { rank, owned: s?.count("owned") ?? 0, halo: s?.count("halo") ?? 0, remote: s?.count("remote") ?? 0 };
     })
     .sort((a, b) => Number(a.rank) - Number(b.rank) || a.rank.localeCompare(b.rank));
 }
 
-function renderPartition(a: AttemptJson): string {
-  const ranks = partitionComposition(a.partition_health);
-  const messages = degenerate(a);
-  const hc = isRecord(a.halo_completeness) ? a.halo_completeness : {};
-  const hcText = freeString(hc.interpretation ?? hc.message ?? "");
-  const incomplete = hc.complete === false || hc.matches === false;
+function degenerateLines(health: Reader | undefined): string[] {
+  if (!health) {
+    return [];
+  }
+  const found = health.raw("degenerate");
+  if (Array.isArray(found)) {
+    return health.items("degenerate").map(freeString);
+  }
+  if (found === undefined || found === null || found === false) {
+    return [];
+  }
+  if (typeof found === "string") {
+    return found ? [freeString(found)] : [];
+  }
+  health.problems.wrong(health.pathOf("degenerate"), found, "a list of strings");
+  return [];
+}
+
+function renderPartition(a: Reader): string {
+  const health = a.rec("partition_health");
+  const ranks = health ? partitionComposition(health.obj, a.problems, health.path) : [];
+  const messages = degenerateLines(health);
+  const hc = a.rec("halo_completeness");
+  const hcText = hc ? (hc.has("interpretation") ? hc.str("interpretation") : hc.str("message")) ?? "" : "";
+  const incomplete = hc?.bool("complete") === false || hc?.bool("matches") === false;
   if (ranks.length === 0 && messages.length === 0 && !hcText) {
     return "";
   }
   const parts: string[] = [];
   if (ranks.length) {
-    const total = Math.max(...ranks.map((r) => r.owned + r.halo + r.remote), 1);
+    const total = Math.max(
+      ranks.reduce((m, r) => Math.max(m, r.owned + r.halo + r.remote), 0),
+      1,
+    );
     const labelW = 70;
     const plotW = 440;
     const rowH = 24;
@@ -656,9 +879,7 @@ function renderPartition(a: AttemptJson): string {
         }
         x += w;
       }
-      svg.push(`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${escapeHtml(
-        `${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}`,
-      )}</text>`);
+      svg.push(`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${escapeHtml(`${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}`)}</text>`);
     });
     svg.push("</svg>");
     parts.push(svg.join(""));
@@ -670,7 +891,7 @@ function renderPartition(a: AttemptJson): string {
   if (hcText) {
     parts.push(`<p class="${incomplete ? "warning" : "dim"}">Halo: ${escapeHtml(hcText)}</p>`);
   }
-  return `<section id="partition"><h2>Partition (attempt ${escapeHtml(fmt(a.index))})</h2>${parts.join("\n")}</section>`;
+  return `<section id="partition"><h2>Partition (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>${parts.join("\n")}</section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -738,4 +959,5 @@ ol.frames { padding-left: 22px; font-family: var(--vscode-editor-font-family, mo
 ol.frames li.lib { opacity: .6; }
 ol.frames li.user { font-weight: 600; }
 .empty { margin-top: 40px; }
+.report-error { color: var(--vscode-errorForeground, #f48771); border-left: 3px solid var(--vscode-errorForeground, #f48771); padding: 2px 8px; margin: 4px 0; }
 `;
