@@ -90,7 +90,13 @@ def _autograd_derived(outputs: Mapping[str, torch.Tensor], trace: ReferenceTrace
     extra_shapes = [s for s in trace.grad_input_shapes if s != [batch.num_atoms, 3]]
     for name, value in outputs.items():
         v = value.detach()
-        hit = any(g.shape == v.shape and (torch.allclose(v, g) or torch.allclose(v, -g)) for g in trace.grad_results)
+        # allclose raises on mixed dtypes: compare in the output's dtype (integer outputs, which the
+        # validator refuses anyway, are never autograd results)
+        comparable = v.is_floating_point() or v.is_complex()
+        hit = comparable and any(
+            g.shape == v.shape and (torch.allclose(v, g.to(v.dtype)) or torch.allclose(v, -g.to(v.dtype)))
+            for g in trace.grad_results
+        )
         if not hit and v.ndim >= 1 and v.shape[0] == batch.num_systems and list(v.shape) in extra_shapes:
             hit = True  # e.g. stress from the strain trick: d E / d strain, rescaled
         derived[name] = bool(hit)

@@ -72,6 +72,12 @@ def spoil(out: dict[str, Any], junk: str, batch: Batch) -> Any:
         return {**out, "forces": f.detach().numpy()}
     if junk == "int_dtype":
         return {**out, "energy": e.round().to(torch.int64)}
+    if junk == "int_forces":
+        return {**out, "forces": (f * 100).round().to(torch.int32)}
+    if junk == "float32_forces":
+        return {**out, "forces": f.to(torch.float32)}
+    if junk == "complex_forces":
+        return {**out, "forces": f.to(torch.complex128)}
     if junk == "bool_dtype":
         return {**out, "mask": torch.ones(batch.num_atoms, dtype=torch.bool)}
     if junk == "nan":
@@ -119,6 +125,9 @@ JUNK = (
     "float_value",
     "numpy_value",
     "int_dtype",
+    "int_forces",
+    "complex_forces",
+    "float32_forces",
     "bool_dtype",
     "nan",
     "inf",
