@@ -52,6 +52,9 @@ const GUARDED_SERVER_COMMANDS = new Set<string>([SERVER_COMMANDS.validate, SERVE
 export const UNTRUSTED_MESSAGE =
   "Distcheck validation imports and runs this workspace's model and sample code, so it is disabled in Restricted Mode. Trust the workspace to validate and to save validated specs; spec files are still checked.";
 
+export const SERVER_RESTARTED_MESSAGE =
+  "The distcheck server stopped unexpectedly and was restarted; a validation that was running was stopped. Its exit code and last messages are in the Distcheck output (Distcheck: Show output).";
+
 export interface ServerEvents {
   onReport(message: ReportMessage): void;
   onProgressBegin(target: string, message: string): void;
@@ -211,8 +214,10 @@ export class ServerManager implements vscode.Disposable {
         closed: (): CloseHandlerResult => {
           this.endAllProgress();
           if (budget.allow()) {
-            this.log("server exited; restarting it");
-            return { action: CloseAction.Restart };
+            this.log("server exited unexpectedly (its exit code and last messages are above); restarting it");
+            void this.noticeRestart();
+            // handled: our notice replaces the client's generic one
+            return { action: CloseAction.Restart, handled: true };
           }
           const message = `The distcheck server stopped ${budget.max} times in ${Math.round(budget.windowMs / 60000)} minutes and will not be restarted. See the Distcheck output, then run “Distcheck: Restart server”.`;
           this.events.onServerProblem(message);
@@ -316,6 +321,14 @@ export class ServerManager implements vscode.Disposable {
         },
       );
     });
+  }
+
+  /** The one-line notice after an unexpected server exit: what happened and where its log is. */
+  private async noticeRestart(): Promise<void> {
+    const choice = await vscode.window.showWarningMessage(SERVER_RESTARTED_MESSAGE, "Show output");
+    if (choice === "Show output") {
+      this.output.show(true);
+    }
   }
 
   private endAllProgress(): void {
