@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,12 @@ def test_consolidation_raises_a_wrapper_error_naming_the_output(
 # totality over NaN, inf and missing numbers
 
 _VALUES = [0.0, 1.0, -2.5, 1e308, -1e308, math.nan, math.inf, -math.inf]
+_SHAPES: list[Callable[[torch.Tensor], torch.Tensor]] = [
+    lambda t: t,  # [64, 2]
+    lambda t: t[0, 0],  # a scalar
+    lambda t: t[:0],  # empty
+    lambda t: t[:, :1],  # [64, 1]
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.complex128, torch.int64, torch.bool])
@@ -257,7 +263,7 @@ def test_compare_output_is_total(dtype: torch.dtype) -> None:
     ref_vals = torch.tensor([[a, b] for a in _VALUES for b in _VALUES], dtype=torch.float64)
     for got_vals in (ref_vals, ref_vals.flip(0), torch.full_like(ref_vals, math.nan), ref_vals * 0):
         for kind in ("per_node", "per_graph", "global"):
-            for shape_of in (lambda t: t, lambda t: t[0, 0], lambda t: t[:0], lambda t: t[:, :1]):
+            for shape_of in _SHAPES:
                 ref, got = shape_of(ref_vals), shape_of(got_vals)
                 if dtype.is_complex:
                     got = got.to(dtype)

@@ -25,6 +25,11 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
+def _numpy_state() -> list[int]:
+    state: Any = np.random.get_state()
+    return list(state[1].tolist())
+
+
 def observed_state() -> dict[str, Any]:
     """The global state a validation should start from, in JSON-ready form."""
     return {
@@ -38,7 +43,7 @@ def observed_state() -> dict[str, Any]:
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "num_threads": torch.get_num_threads(),
         "torch_rng": _digest(torch.get_rng_state().tolist()),
-        "numpy_rng": _digest(np.random.get_state()[1].tolist()),
+        "numpy_rng": _digest(_numpy_state()),
         "python_rng": _digest(random.getstate()),
     }
 
