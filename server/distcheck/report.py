@@ -47,6 +47,8 @@ __all__ = [
     "DEADLINE_STAGES",
     "REPORT_VERDICTS",
     "REPORT_VERSION",
+    "UNROUTED_AGGREGATIONS",
+    "UNROUTED_ORIGINS",
     "VERDICT_STATUSES",
     "Attempt",
     "DeadlineReached",
@@ -54,7 +56,9 @@ __all__ = [
     "HelperDiagnosis",
     "OutputVerdict",
     "TraceReport",
+    "UnroutedOp",
     "WorkerError",
+    "merge_unrouted",
     "tolerance_for",
 ]
 
@@ -283,6 +287,10 @@ def _dec_opt_free_dict(value: object, path: _PathT) -> dict[str, Any] | None:
     return None if value is None else _dec_free_dict(value, path)
 
 
+def _dec_opt_str(value: object, path: _PathT) -> str | None:
+    return None if value is None else _dec_str(value, path)
+
+
 def _dec_str(value: object, path: _PathT) -> str:
     if not isinstance(value, str):
         raise _bad(path, f"expected a string, got {_kind_of(value)}")
@@ -419,6 +427,125 @@ class WorkerError(_Record):
 
 def _norm(path: str) -> str:
     return os.path.normcase(os.path.normpath(os.path.abspath(path)))
+
+
+UNROUTED_AGGREGATIONS: tuple[str, ...] = (
+    "per_atom_to_per_system",
+    "per_edge_to_per_atom",
+    "per_edge_to_per_system",
+    "per_atom_total",
+)
+"""`UnroutedOp.aggregation` values: atoms into systems (by the system index, a count, a segment), edges
+into atoms (`halo_correction` only: under `local` an edge aggregation needs no correction), edges
+into systems, and a total over every atom of the batch."""
+
+UNROUTED_ORIGINS: tuple[str, ...] = ("torchscript", "custom_op", "native", "python")
+"""`UnroutedOp.origin` values: inside a TorchScript function or module (the `distribution.torchscript:
+"eager"` remedy makes the handlers see it), inside an undeclared `torch.ops` kernel (declare it in
+`custom_ops`), below Python with no script found at the call site (C++, serialized TorchScript), or a
+Python-level call in a form no handler covers."""
+
+
+@dataclass(eq=False)
+class UnroutedOp(_Record):
+    """An aggregation a rank ran that no handler routed, so its result is this rank's partial.
+
+    `op` is the operation (`"aten.index_add"`, `"scatter_reduce(prod)"`), `aggregation` one of
+    `UNROUTED_AGGREGATIONS`, `origin` one of `UNROUTED_ORIGINS`, `count` how often it ran (summed over
+    `ranks` in an attempt). `file`/`line` locate the op itself (the line of a scripted function, read
+    from the TorchScript graph's source range, or the Python line), `function` names the function
+    holding it; `call_file`/`call_line` are the Python line that called into TorchScript (None when the
+    op is itself at a Python line). Any location may be None when it could not be found.
+    """
+
+    op: str
+    aggregation: str
+    origin: str
+    count: int
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    call_file: str | None = None
+    call_line: int | None = None
+    ranks: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def location(self) -> str:
+        """`file:line` of the op (else of its call site), or `"unknown location"`."""
+        if self.file is not None:
+            return f"{self.file}:{self.line if self.line is not None else '?'}"
+        if self.call_file is not None:
+            return f"{self.call_file}:{self.call_line if self.call_line is not None else '?'}"
+        return "unknown location"
+
+    @property
+    def key(self) -> tuple[str, str, str, str | None, int | None, str | None, int | None]:
+        """What identifies the same op on different ranks (everything but `count` and `ranks`)."""
+        return (self.op, self.aggregation, self.origin, self.file, self.line, self.call_file, self.call_line)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus the derived `location`."""
+        return {
+            "op": self.op,
+            "aggregation": self.aggregation,
+            "origin": self.origin,
+            "count": int(self.count),
+            "file": self.file,
+            "line": None if self.line is None else int(self.line),
+            "function": self.function,
+            "call_file": self.call_file,
+            "call_line": None if self.call_line is None else int(self.call_line),
+            "ranks": [int(r) for r in self.ranks],
+            "location": self.location,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> UnroutedOp:
+        """Read one; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> UnroutedOp:
+        m = _fields(
+            d,
+            path,
+            ("op", "aggregation", "origin", "count"),
+            ("file", "line", "function", "call_file", "call_line", "ranks"),
+            ignored=("location",),
+        )
+        aggregation, origin = _get_str(m, "aggregation", path), _get_str(m, "origin", path)
+        if aggregation not in UNROUTED_AGGREGATIONS:
+            raise _bad((*path, "aggregation"), f"expected one of {', '.join(UNROUTED_AGGREGATIONS)}, got {aggregation!r}")
+        if origin not in UNROUTED_ORIGINS:
+            raise _bad((*path, "origin"), f"expected one of {', '.join(UNROUTED_ORIGINS)}, got {origin!r}")
+        return cls(
+            op=_get_str(m, "op", path),
+            aggregation=aggregation,
+            origin=origin,
+            count=_dec_int(m["count"], (*path, "count")),
+            file=_dec_opt_str(m.get("file"), (*path, "file")),
+            line=_dec_opt_int(m.get("line"), (*path, "line")),
+            function=_dec_opt_str(m.get("function"), (*path, "function")),
+            call_file=_dec_opt_str(m.get("call_file"), (*path, "call_file")),
+            call_line=_dec_opt_int(m.get("call_line"), (*path, "call_line")),
+            ranks=_dec_list(m.get("ranks", []), (*path, "ranks"), _dec_int),
+        )
+
+
+def merge_unrouted(per_rank: Sequence[tuple[int, Sequence[UnroutedOp]]]) -> list[UnroutedOp]:
+    """One record per op and location over ranks: counts summed, the ranks that ran it listed, in
+    first-seen order."""
+    merged: dict[tuple[Any, ...], UnroutedOp] = {}
+    for rank, ops in per_rank:
+        for op in ops:
+            seen = merged.get(op.key)
+            if seen is None:
+                merged[op.key] = dataclasses.replace(op, count=int(op.count), ranks=[rank])
+            else:
+                seen.count += int(op.count)
+                if rank not in seen.ranks:
+                    seen.ranks.append(rank)
+    return list(merged.values())
 
 
 @dataclass(eq=False)
@@ -597,7 +724,8 @@ class Attempt(_Record):
     `{"per_rank": {rank: {"owned", "halo", "remote"}}, "degenerate": [message, ...]}` and
     `halo_completeness` e.g. `{"complete": bool, "message": str, "per_rank": {...}}`. `timings` maps a
     phase to seconds. `reused_run` is True when the attempt re-consolidated an earlier run's per-rank
-    outputs instead of running ranks.
+    outputs instead of running ranks. `unrouted` lists the aggregations the ranks ran that no handler
+    routed (`UnroutedOp`, merged over ranks); absent in older reports, read as [].
     """
 
     index: int
@@ -616,6 +744,7 @@ class Attempt(_Record):
     halo_completeness: dict[str, Any]
     timings: dict[str, float]
     reused_run: bool = False
+    unrouted: list[UnroutedOp] = dataclasses.field(default_factory=list)
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -653,6 +782,7 @@ class Attempt(_Record):
             "halo_completeness": _enc_free_dict(self.halo_completeness, (*_path, "halo_completeness")),
             "timings": {k: _enc_float(v) for k, v in self.timings.items()},
             "reused_run": bool(self.reused_run),
+            "unrouted": [u.to_dict() for u in self.unrouted],
         }
 
     @classmethod
@@ -662,8 +792,9 @@ class Attempt(_Record):
 
     @classmethod
     def _read(cls, d: object, path: _PathT) -> Attempt:
-        required = [f.name for f in dataclasses.fields(cls) if f.name != "reused_run"]
-        m = _fields(d, path, required, ("reused_run",), ignored=("failing_outputs",))
+        optional = ("reused_run", "unrouted")  # absent in reports of older versions
+        required = [f.name for f in dataclasses.fields(cls) if f.name not in optional]
+        m = _fields(d, path, required, optional, ignored=("failing_outputs",))
         error = m["error"]
         return cls(
             index=_dec_int(m["index"], (*path, "index")),
@@ -682,6 +813,7 @@ class Attempt(_Record):
             halo_completeness=_dec_free_dict(m["halo_completeness"], (*path, "halo_completeness")),
             timings=_dec_str_map(m["timings"], (*path, "timings"), _dec_float),
             reused_run=_dec_bool(m["reused_run"], (*path, "reused_run")) if "reused_run" in m else False,
+            unrouted=_dec_list(m.get("unrouted", []), (*path, "unrouted"), UnroutedOp._read),
         )
 
 
@@ -1005,6 +1137,10 @@ class _Renderer:
             self.add(_clean(f"handlers: {counts}", one_line=True), 2)
         else:
             self.add("handlers: none fired", 2)
+        for u in a.unrouted:
+            where = f" (called from {u.call_file}:{u.call_line})" if u.call_file else ""
+            text = f"{u.op} ×{u.count} {u.aggregation} in {u.origin} at {u.location}{where}"
+            self.add(self.paint("unrouted:", "yellow") + " " + _clean(text, one_line=True), 2)
         if a.error is not None:
             self.render_error(a.error)
         for h in a.helper_diagnostics:

@@ -54,6 +54,7 @@ __all__ = [
     "SCHEMA_URI",
     "SPEC_FORMAT",
     "SPEC_VERSION",
+    "TORCHSCRIPT_MODES",
     "CustomOp",
     "Distribution",
     "HelperAdapter",
@@ -78,6 +79,7 @@ SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 
 POLICY_KINDS: tuple[str, ...] = ("halo", "replicated")
 SCATTER_MODES: tuple[str, ...] = ("halo_correction", "local")
+TORCHSCRIPT_MODES: tuple[str, ...] = ("scripted", "eager")
 GATHER_MODES: tuple[str, ...] = ("halo_read",)
 OUTPUT_KINDS: tuple[str, ...] = ("per_node", "per_graph", "global")
 HELPER_KINDS: tuple[str, ...] = ("python", "reduction")
@@ -503,6 +505,15 @@ class Distribution:
             unique_noun="helper",
         ),
     )
+    torchscript: str = field(
+        default="scripted",
+        metadata=_meta(
+            "TorchScript",
+            "scripted: ranks run TorchScript compiled (aggregations inside it are unseen); eager: ranks run "
+            "it as Python, so the handlers route every aggregation.",
+            enum=TORCHSCRIPT_MODES,
+        ),
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The section as a JSON object, every field written, in field order."""
@@ -693,6 +704,8 @@ class MLIPSpec:
         dist["third_party_helpers"] = sorted(
             dist["third_party_helpers"], key=lambda h: (str(h["module_path"]), str(h["attr_name"]))
         )
+        if dist.get("torchscript") == "scripted":
+            del dist["torchscript"]  # the default: signatures of specs from before the field stay the same
         blob = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -75,6 +75,7 @@ EXAMPLE: dict[str, Any] = {
                 "replacement": "mywrapper.dd:owned_segment_sum",
             },
         ],
+        "torchscript": "scripted",
     },
     "system_reductions": True,
     "output_kinds": {
@@ -329,6 +330,7 @@ def test_default_spec_writes_every_field() -> None:
             },
             "custom_ops": [],
             "third_party_helpers": [],
+            "torchscript": "scripted",
         },
         "system_reductions": True,
         "output_kinds": {},
