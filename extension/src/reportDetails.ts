@@ -1,0 +1,315 @@
+/**
+ * The report panel's detail sections: third-party helpers, layer divergence, worker errors and the
+ * partition chart. Pure; every field is read through `reportCheck.Reader`.
+ */
+
+import { type AttemptJson, freeString, isRecord } from "./report";
+import { Problems, Reader, capped } from "./reportCheck";
+import { UNTRUSTED, button, escapeHtml, fmt, link } from "./reportMarkup";
+import { type Obj, checkedCount } from "./reportSections";
+
+// ------------------------------------------------------------------------------------------------
+// helpers
+
+interface Helper {
+  h: Reader;
+  attempt: Reader;
+  name: string;
+}
+
+export function renderHelpers(
+  attempts: AttemptJson[],
+  best: AttemptJson | undefined,
+  target: string,
+  trusted: boolean,
+  p: Problems,
+  at: (a: AttemptJson) => string,
+): string {
+  const latest = new Map<string, Helper & { isBest: boolean }>();
+  for (const attempt of attempts) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    a.items("helper_diagnostics").forEach((value, i) => {
+      const h = Reader.of(value, `${a.pathOf("helper_diagnostics")}[${i}]`, p);
+      if (!h) {
+        return;
+      }
+      const name = h.str("qualname") ?? `${h.str("module", { required: true }) ?? "?"}.${h.str("function", { required: true }) ?? "?"}`;
+      const prev = latest.get(name);
+      if (!prev || attempt === best || !prev.isBest) {
+        latest.set(name, { h, attempt: a, name, isBest: attempt === best });
+      }
+    });
+  }
+  if (latest.size === 0) {
+    return "";
+  }
+  const cards = capped([...latest.values()], "the helpers", p).map(({ h, attempt, name }) => renderHelper(h, attempt, name, target, trusted));
+  return `<section id="helpers"><h2>Third-party helpers</h2>${cards.join("\n")}</section>`;
+}
+
+function renderHelper(h: Reader, attempt: Reader, name: string, target: string, trusted: boolean): string {
+  const gap = h.str("suspected_gap");
+  const consistency = h.bool("consistency_passed");
+  const flagged = Boolean(gap) || consistency === false;
+  const perRank = h
+    .entries("n_calls_per_rank")
+    .map(([r, n]) => `rank ${escapeHtml(r)}: ${escapeHtml(fmt(checkedCount(n, `${h.pathOf("n_calls_per_rank")}[${JSON.stringify(r)}]`, h.problems)))}`)
+    .join(", ");
+  const checkText = h.str("consistency_check");
+  const check = checkText
+    ? `<li>check: ${escapeHtml(checkText)} — <b>${consistency === true ? "passed" : consistency === false ? "failed" : "not run"}</b></li>`
+    : "";
+  const source = h.rec("source");
+  const file = source?.str("file");
+  const line = source?.count("line");
+  const src = file ? `<li>defined at ${link(`${file}:${fmt(line ?? 1)}`, "openFile", { file, line: line ?? 1 })}</li>` : "";
+  const notes = h
+    .items("divergence_notes")
+    .map((n) => `<li>${escapeHtml(freeString(n))}</li>`)
+    .join("");
+  const remedyReader = h.rec("likely_remedy");
+  const remedy = remedyReader
+    ? `<div class="remedy">remedy (a <code>third_party_helpers</code> entry):<pre class="json">${escapeHtml(
+        JSON.stringify(remedyReader.obj, null, 2),
+      )}</pre></div>`
+    : "";
+  const wrapped = h.bool("already_wrapped") === true;
+  const declare =
+    flagged && !wrapped && remedyReader
+      ? button(
+          "Declare adapter",
+          "declareAdapter",
+          { target, qualname: name, module: h.str("module"), function: h.str("function"), remedy: remedyReader.obj },
+          trusted ? undefined : UNTRUSTED,
+        )
+      : "";
+  const state = wrapped ? `<span class="tag ok">adapter declared</span>` : flagged ? `<span class="tag bad">flagged</span>` : `<span class="tag">ok</span>`;
+  return `<div class="helper ${flagged ? "flagged" : ""}" data-helper="${escapeHtml(name)}">
+<h3><code>${escapeHtml(name)}</code> ${state} <span class="dim">(attempt ${escapeHtml(fmt(attempt.count("index") ?? "?"))})</span></h3>
+<ul>
+<li>pattern <b>${escapeHtml(h.str("pattern") ?? "?")}</b> (confidence ${escapeHtml(fmt(h.num("pattern_confidence")))}); calls: reference ${escapeHtml(
+    fmt(h.count("n_calls_ref")),
+  )}${perRank ? `; ${perRank}` : ""}</li>
+${check}
+${gap ? `<li class="gap">${escapeHtml(gap)}</li>` : ""}
+${src}
+${notes}
+</ul>
+${remedy}
+${declare}
+</div>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// layer divergence
+
+export interface ModuleLocation {
+  module: string;
+  cls: string;
+  file: string | undefined;
+  line: number | undefined;
+  relDiff: number | undefined;
+  absDiff: number | undefined;
+}
+
+/** The first divergent module, from either shape the engine writes (`first_divergent` or `first_module`). */
+export function firstDivergentModule(ld: unknown, problems: Problems = new Problems(), path = "layer_divergence"): ModuleLocation | undefined {
+  if (!isRecord(ld)) {
+    return undefined;
+  }
+  const outer = new Reader(ld, path, problems);
+  const inner = outer.rec("first_divergent");
+  const src = inner ?? outer;
+  const module = inner ? inner.str("module", { required: true }) : outer.str("first_module");
+  if (!module) {
+    return undefined;
+  }
+  const cls = src.has("class") ? src.str("class") : src.str("cls");
+  return {
+    module,
+    cls: cls ?? "",
+    file: src.str("file"),
+    line: src.count("line"),
+    relDiff: src.has("rel_diff") ? src.num("rel_diff") : src.num("max_rel_diff"),
+    absDiff: src.has("abs_diff") ? src.num("abs_diff") : src.num("max_abs_diff"),
+  };
+}
+
+export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+  const ordered = best ? [best, ...attempts.filter((a) => a !== best).reverse()] : [...attempts].reverse();
+  for (const attempt of ordered) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    const ld = a.rec("layer_divergence");
+    const loc = ld ? firstDivergentModule(ld.obj, p, ld.path) : undefined;
+    if (!ld || !loc) {
+      continue;
+    }
+    const where = loc.file ? ` (${loc.file}:${fmt(loc.line ?? 1)})` : "";
+    const diffs = [loc.relDiff !== undefined ? `rel diff ${fmt(loc.relDiff)}` : "", loc.absDiff !== undefined ? `abs diff ${fmt(loc.absDiff)}` : ""]
+      .filter(Boolean)
+      .join(", ");
+    const n = ld.count("checked");
+    const checked = n !== undefined ? ` <span class="dim">(${escapeHtml(fmt(n))} modules checked)</span>` : "";
+    return `<section id="layers"><h2>Layer divergence (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>
+<p>First divergent module: <code>${escapeHtml(loc.module)}</code>${loc.cls ? ` <span class="dim">${escapeHtml(loc.cls)}</span>` : ""}${escapeHtml(where)}${diffs ? ` — ${escapeHtml(diffs)}` : ""}${checked}</p>
+<p>${link("Go to module", "goToModule", { module: loc.module, cls: loc.cls, file: loc.file, line: loc.line })}</p>
+</section>`;
+  }
+  return "";
+}
+
+// ------------------------------------------------------------------------------------------------
+// worker errors
+
+/** A traceback frame that belongs to a library (site-packages, distcheck's runtime) rather than the user. */
+export function isLibraryFrame(file: string): boolean {
+  return (
+    file.startsWith("<") ||
+    /[\\/](site|dist)-packages[\\/]/.test(file) ||
+    /[\\/]distcheck[\\/](runtime|validate|lsp)[\\/]/.test(file) ||
+    /[\\/]lib[\\/]python\d/.test(file)
+  );
+}
+
+function renderError(e: Reader, a: Reader): string {
+  const rank = e.count("rank");
+  const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
+  const index = fmt(a.count("index") ?? "?");
+  const frameItems = e
+    .items("frames")
+    .map((value, i) => {
+      const f = Reader.of(value, `${e.pathOf("frames")}[${i}]`, e.problems);
+      if (!f) {
+        return "";
+      }
+      const file = f.str("file", { required: true }) ?? "?";
+      const line = f.count("line");
+      return `<li class="${isLibraryFrame(file) ? "lib" : "user"}">${link(`${file}:${fmt(line)}`, "openFile", {
+        file,
+        line: line ?? 1,
+      })} in <code>${escapeHtml(f.str("function") ?? "?")}</code></li>`;
+    })
+    .join("\n");
+  const traceback = e.str("traceback");
+  const raw = traceback
+    ? `<details data-key="traceback-${escapeHtml(index)}"><summary>raw traceback</summary><pre>${escapeHtml(traceback)}</pre></details>`
+    : "";
+  const hint = e.str("hint");
+  return `<div class="error">
+<h3>${escapeHtml(e.str("type", { required: true }) ?? "error")} on ${escapeHtml(where)} during ${escapeHtml(e.str("phase") ?? "?")} <span class="dim">(attempt ${escapeHtml(index)})</span></h3>
+<p class="message">${escapeHtml(e.str("message") ?? "")}</p>
+${hint ? `<p class="hint">${escapeHtml(hint)}</p>` : ""}
+${frameItems ? `<ol class="frames">${frameItems}</ol>` : ""}
+${raw}
+</div>`;
+}
+
+export function renderErrors(attempts: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): string {
+  const cards: string[] = [];
+  for (const attempt of attempts) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    const e = a.rec("error");
+    if (e) {
+      cards.push(renderError(e, a));
+    }
+  }
+  if (cards.length === 0) {
+    return "";
+  }
+  return `<section id="errors"><h2>Worker error</h2>${capped(cards, "the worker errors", p).join("\n")}</section>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// partition composition
+
+export interface RankComposition {
+  rank: string;
+  owned: number;
+  halo: number;
+  remote: number;
+}
+
+export function partitionComposition(health: unknown, problems: Problems = new Problems(), path = "partition_health"): RankComposition[] {
+  if (!isRecord(health)) {
+    return [];
+  }
+  const h = new Reader(health, path, problems);
+  return h
+    .entries("per_rank")
+    .map(([rank, stats]) => {
+      const s = Reader.of(stats, `${h.pathOf("per_rank")}[${JSON.stringify(rank)}]`, problems);
+      return { rank, owned: s?.count("owned") ?? 0, halo: s?.count("halo") ?? 0, remote: s?.count("remote") ?? 0 };
+    })
+    .sort((a, b) => Number(a.rank) - Number(b.rank) || a.rank.localeCompare(b.rank));
+}
+
+function degenerateLines(health: Reader | undefined): string[] {
+  if (!health) {
+    return [];
+  }
+  const found = health.raw("degenerate");
+  if (Array.isArray(found)) {
+    return health.items("degenerate").map(freeString);
+  }
+  if (found === undefined || found === null || found === false) {
+    return [];
+  }
+  if (typeof found === "string") {
+    return found ? [freeString(found)] : [];
+  }
+  health.problems.wrong(health.pathOf("degenerate"), found, "a list of strings");
+  return [];
+}
+
+export function renderPartition(a: Reader): string {
+  const health = a.rec("partition_health");
+  const ranks = health ? partitionComposition(health.obj, a.problems, health.path) : [];
+  const messages = degenerateLines(health);
+  const hc = a.rec("halo_completeness");
+  const hcText = hc ? (hc.has("interpretation") ? hc.str("interpretation") : hc.str("message")) ?? "" : "";
+  const incomplete = hc?.bool("complete") === false || hc?.bool("matches") === false;
+  if (ranks.length === 0 && messages.length === 0 && !hcText) {
+    return "";
+  }
+  const parts: string[] = [];
+  if (ranks.length) {
+    const total = Math.max(
+      ranks.reduce((m, r) => Math.max(m, r.owned + r.halo + r.remote), 0),
+      1,
+    );
+    const labelW = 70;
+    const plotW = 440;
+    const rowH = 24;
+    const width = labelW + plotW + 170;
+    const height = ranks.length * rowH + 6;
+    const svg: string[] = [
+      `<svg class="chart partition-chart" role="img" aria-label="atoms per rank: owned, halo, remote" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
+    ];
+    ranks.forEach((r, i) => {
+      const y = 3 + i * rowH;
+      svg.push(`<text class="label" x="${labelW - 6}" y="${y + 15}" text-anchor="end">rank ${escapeHtml(r.rank)}</text>`);
+      let x = labelW;
+      for (const part of ["owned", "halo", "remote"] as const) {
+        const w = (r[part] / total) * plotW;
+        if (w > 0) {
+          svg.push(`<rect class="seg ${part}" x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}"><title>${escapeHtml(
+            `rank ${r.rank}: ${fmt(r[part])} ${part}`,
+          )}</title></rect>`);
+        }
+        x += w;
+      }
+      svg.push(`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${escapeHtml(`${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}`)}</text>`);
+    });
+    svg.push("</svg>");
+    parts.push(svg.join(""));
+    parts.push(`<p class="legend"><span class="sw owned"></span> owned <span class="sw halo"></span> halo <span class="sw remote"></span> remote (owned / halo / remote atoms)</p>`);
+  }
+  for (const m of messages) {
+    parts.push(`<p class="warning">⚠ ${escapeHtml(m)}</p>`);
+  }
+  if (hcText) {
+    parts.push(`<p class="${incomplete ? "warning" : "dim"}">Halo: ${escapeHtml(hcText)}</p>`);
+  }
+  return `<section id="partition"><h2>Partition (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>${parts.join("\n")}</section>`;
+}
+
