@@ -9,6 +9,7 @@ import pytest
 from conftest import HERE, leftover_processes
 from distcheck import DistributedError, RankTimeout, SetupError, run_distributed
 from distcheck.runtime import FactoryError, load_object
+from distcheck.targets import OptionError
 
 MODELS = f"{HERE}/fault_models.py"
 SPEC = {"format": "distcheck-spec", "version": 1}
@@ -77,7 +78,7 @@ def test_setup_errors_are_raised_up_front() -> None:
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, backend="nccl")
     with pytest.raises(SetupError, match="one device per rank"):
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, world_size=2, device=["cpu"])
-    with pytest.raises(SetupError, match="world_size"):
+    with pytest.raises(OptionError, match="world_size"):  # an option out of bounds, before anything starts
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, world_size=0)
 
 
