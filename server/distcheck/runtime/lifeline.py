@@ -204,6 +204,7 @@ def arm_forkserver() -> bool:
     become_subreaper()
     # Orphans it adopts are reaped by its SIGCHLD loop, which warns about pids it did not fork.
     warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by helpers_ignore_sigint
     signal.signal(signal.SIGTERM, _forkserver_stopped)
     signal.signal(signal.SIGHUP, _forkserver_stopped)
     signal.signal(OWNER_GONE_SIGNAL, _forkserver_owner_gone)
@@ -278,15 +279,18 @@ def helpers_ignore_sigint() -> Iterator[None]:
     """Start helper processes (the forkserver, the resource tracker) in the body with SIGINT ignored,
     which they keep through exec: a Ctrl-C in a terminal goes to the whole foreground process group,
     and a helper still importing its modules would die of it with a traceback on the user's screen.
-    Only in the main thread, and only while the body runs (a few milliseconds once started)."""
+    Only in the main thread. SIGINT is also blocked there meanwhile, so one that comes in the
+    meantime stays pending and raises KeyboardInterrupt as soon as the body is done."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 # -- ranks -------------------------------------------------------------------------------------------

@@ -304,7 +304,7 @@ def _waiting_hint(f: _Failure) -> str:
 
 def _exited_hint(f: _Failure) -> str:
     """A process that ended itself without a result and without a Python exception."""
-    during = " " + phase_context(f.phase) if f.phase else ""
+    during = " " + phase_context(f.phase) if f.phase and (f.rank is None or f.rank >= 0) else ""
     return (
         f"{_who(f)} ended its own process (exit code {f.exitcode}){during} without returning a result or raising "
         "an exception: the model or a library it calls runs os._exit(), or exit() in native code. Find that call "
