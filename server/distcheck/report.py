@@ -515,7 +515,8 @@ class UnroutedOp(_Record):
         )
         aggregation, origin = _get_str(m, "aggregation", path), _get_str(m, "origin", path)
         if aggregation not in UNROUTED_AGGREGATIONS:
-            raise _bad((*path, "aggregation"), f"expected one of {', '.join(UNROUTED_AGGREGATIONS)}, got {aggregation!r}")
+            allowed = ", ".join(UNROUTED_AGGREGATIONS)
+            raise _bad((*path, "aggregation"), f"expected one of {allowed}, got {aggregation!r}")
         if origin not in UNROUTED_ORIGINS:
             raise _bad((*path, "origin"), f"expected one of {', '.join(UNROUTED_ORIGINS)}, got {origin!r}")
         return cls(

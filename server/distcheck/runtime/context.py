@@ -20,6 +20,8 @@ class RankContext:
 
     `local_ids[k]` is the global atom id of local row `k`; `owned_mask[k]` is True for owned rows.
     `group` is the `torch.distributed` process group (None when running without one, world_size 1).
+    `unrouted` holds the aggregations no handler routed (`runtime.unrouted.record_unrouted`), one plain
+    record per op and location with its count.
     """
 
     rank: int
@@ -40,6 +42,8 @@ class RankContext:
     timings: dict[str, float] = field(default_factory=lambda: {"collectives": 0.0})
     requested_cutoffs: list[float] = field(default_factory=list)
     suspended: int = 0
+    unrouted: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    unrouted_calls: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
     @property
     def num_local(self) -> int:
@@ -59,6 +63,10 @@ class RankContext:
     def count(self, handler: str, n: int = 1) -> None:
         """Record that `handler` fired."""
         self.handler_counts[handler] += n
+
+    def unrouted_records(self) -> list[dict[str, Any]]:
+        """The unrouted aggregations as plain dicts (`report.UnroutedOp` fields), in first-seen order."""
+        return [dict(r) for r in self.unrouted.values()]
 
     @contextmanager
     def timed(self, key: str) -> Iterator[None]:

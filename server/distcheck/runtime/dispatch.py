@@ -1,58 +1,50 @@
 """The interception layer: named handlers that make a single-process wrapper correct on one rank.
 
 `HandlerMode` is a `TorchFunctionMode`, so it sits above autograd: its replacements are built from
-differentiable ops and collectives and are differentiated correctly. It handles
+differentiable ops and collectives and are differentiated correctly. It routes
 
-- `per_system_reduce`: per-atom → per-system reductions keyed by the system index (`index_add`,
-  `scatter_add`, `scatter_reduce`, `segment_reduce`, `bincount`, `Tensor.sum` over the atoms of a
-  one-system batch): halo rows are masked out, the owned partial is reduced, then all-reduced.
-- `halo_scatter_correction[<op>]` (scatter mode `halo_correction` only): per-edge → per-atom
-  aggregations. The aggregate's halo rows are partials; they are summed into their owners and the
-  halo rows refreshed from the owners (`halo_read`).
+- `per_system_reduce` (`reduce_handlers`): per-atom → per-system reductions — scatter-like ops keyed
+  by the system index in every spelling (`scatter_ops`), `segment_reduce` by lengths or offsets,
+  `bincount` / `unique` counts, `sum` / `mean` over the atoms of any batch or of a boolean-mask
+  selection of them (`e[batch == s].sum()`): halo rows are masked out, the owned partial is reduced,
+  then all-reduced;
+- `halo_scatter_correction[<op>]` (`edge_handlers`, scatter mode `halo_correction` only): per-edge →
+  per-atom aggregations (sum, mean, amax, amin), completed over the ranks holding each atom;
 - `custom_op[ns::op]`: opaque `torch.ops` kernels declared in the spec, with argument and output
-  transforms.
+  transforms; `replicated_seed`: autograd seeds of replicated outputs.
 
-Ops inside `@torch.jit.script` code never reach a torch-function mode. `ScatterObserver` (a
-`TorchDispatchMode`, below autograd) only *observes*: it counts scatter-like aten ops into
-per-system-shaped outputs that the Python layer did not see, as `unintercepted[<op>]`, so an
-aggregation the handlers missed is reported by name instead of silently giving wrong numbers.
-In-place ops keep in-place semantics: the caller's tensor holds the corrected value.
+What it does not route is named: a scatter-like call in a form no handler covers is recorded as an
+unrouted op (`runtime.unrouted`) at its Python line, and an undeclared `torch.ops` kernel runs with
+the Python-level depth reset, so the `ScatterObserver` (`observer.py`, below autograd) names the
+aggregations inside it — as it names those inside TorchScript, which never reach this mode.
+In-place and `out=` forms keep their semantics: the caller's tensor holds the corrected value.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..spec import CustomOp
+from . import edge_handlers, reduce_handlers
 from .context import RankContext
-from .exchange import (
-    all_reduce_max,
-    all_reduce_min,
-    all_reduce_sum,
-    halo_forward,
-    halo_reverse,
-    is_replicated,
-)
+from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
+from .observer import PythonLevel, ScatterObserver
+from .scatter_ops import ATOM_ROWS_ATTR, SCATTER_FUNCS, AtomRows, Scatter, atom_rows, finish, parse_scatter
+from .unrouted import record_unrouted
 
 __all__ = ["HandlerMode", "ScatterObserver"]
 
 _T = torch.Tensor
-
-_INDEX_ADD = {torch.index_add, _T.index_add, _T.index_add_}
-_SCATTER_ADD = {torch.scatter_add, _T.scatter_add, _T.scatter_add_}
-_SCATTER_REDUCE = {torch.scatter_reduce, _T.scatter_reduce, _T.scatter_reduce_}
 _SUM = {torch.sum, _T.sum}
+_MEAN = {torch.mean, _T.mean}
+_BINCOUNT = {torch.bincount, _T.bincount}
+_UNIQUE = {torch.unique, _T.unique, torch.unique_consecutive, _T.unique_consecutive}
 _AUTOGRAD = {torch.autograd.grad, torch.autograd.backward, _T.backward}
-_INPLACE = {_T.index_add_, _T.scatter_add_, _T.scatter_reduce_}
-_OP_NAMES: dict[Any, str] = {}
-for _f in _INDEX_ADD | _SCATTER_ADD | _SCATTER_REDUCE:
-    _OP_NAMES[_f] = _f.__name__
+_OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
 
 
 def _bind(args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -61,10 +53,13 @@ def _bind(args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) 
     return out
 
 
-class _Guard:
-    """Shared flag so the dispatch observer ignores aten ops issued under a Python-level call."""
-
-    depth = 0
+def _op_name(func: Any) -> str | None:
+    name = getattr(func, "_qualified_op_name", None) or getattr(func, "name", None)
+    if callable(name):
+        name = None
+    if name is None and hasattr(func, "_schema"):
+        name = func._schema.name
+    return name.replace(".default", "") if isinstance(name, str) else None
 
 
 class HandlerMode(TorchFunctionMode):
@@ -75,247 +70,133 @@ class HandlerMode(TorchFunctionMode):
         self.ctx = ctx
         self.custom_ops = {c.op: c for c in custom_ops}
 
-    # -- classification ------------------------------------------------------------------------
-    def _is_system_index(self, index: Any) -> bool:
-        sys_idx = self.ctx.system_index
-        if sys_idx is None or not isinstance(index, torch.Tensor) or index.ndim < 1:
-            return False
-        if index is sys_idx:
-            return True
-        if index.shape[0] != sys_idx.shape[0] or index.dtype != sys_idx.dtype:
-            return False
-        col = index if index.ndim == 1 else index.reshape(index.shape[0], -1)[:, 0]
-        return bool(torch.equal(col.to(sys_idx.device), sys_idx))
-
-    def _is_edge_to_atom(self, target_rows: int, index: Any) -> bool:
-        if self.ctx.scatter_mode != "halo_correction" or not self.ctx.distributed:
-            return False
-        if not isinstance(index, torch.Tensor) or index.ndim < 1:
-            return False
-        n = self.ctx.num_local
-        return target_rows == n and index.shape[0] != n and n != self.ctx.num_systems
-
     # -- entry point --------------------------------------------------------------------------
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
-        _Guard.depth += 1
+        PythonLevel.depth += 1
         try:
-            handler = None if self.ctx.suspended else self._route(func, args, kwargs)
+            if self.ctx.suspended:
+                return func(*args, **kwargs)
+            handler = self._route(func, args, kwargs)
             if handler is not None:
                 return handler()
-            return func(*args, **kwargs)
+            if isinstance(func, _OPS) and self.ctx.distributed:
+                return self._opaque(func, args, kwargs)
+            out = func(*args, **kwargs)
+            if self.ctx.distributed and self.ctx.system_reductions:
+                self._tag_atom_rows(func, args, out)
+            return out
         finally:
-            _Guard.depth -= 1
+            PythonLevel.depth -= 1
 
     def _route(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[], Any] | None:
         ctx = self.ctx
-        if func in _INDEX_ADD or func in _SCATTER_ADD or func in _SCATTER_REDUCE:
-            names = ("input", "dim", "index", "source") if func in _INDEX_ADD else ("input", "dim", "index", "src")
-            a = _bind(args, kwargs, names + (("reduce", "include_self") if func in _SCATTER_REDUCE else ()))
-            target = a.get("input")
-            if not isinstance(target, torch.Tensor) or a.get("dim") not in (0, -target.ndim):
-                return None
-            index = a["index"]
-            if ctx.system_reductions and ctx.distributed and self._is_system_index(index):
-                return lambda: self._per_system_scatter(func, a)
-            if self._is_edge_to_atom(int(a["input"].shape[0]), index):
-                return lambda: self._edge_to_atom(func, args, kwargs, a)
-            return None
+        if func in SCATTER_FUNCS:
+            sc = parse_scatter(func, args, kwargs)
+            return self._scatter(sc) if sc is not None and ctx.distributed else None
+        reductions = ctx.system_reductions and ctx.distributed
         if func is torch.segment_reduce:
-            return self._segment_reduce(args, kwargs)
+            return reduce_handlers.segment_reduce(ctx, args, kwargs) if reductions else None
         if func in (torch.repeat_interleave, _T.repeat_interleave):
-            return self._repeat_interleave(args, kwargs)
-        if func is torch.bincount:
+            return reduce_handlers.repeat_interleave(ctx, args, kwargs)
+        if func in _BINCOUNT:
             a = _bind(args, kwargs, ("input", "weights", "minlength"))
-            if ctx.system_reductions and ctx.distributed and self._is_system_index(a["input"]):
-                return lambda: self._bincount(a)
+            if reductions and reduce_handlers.is_system_index(ctx, a["input"]):
+                return lambda: reduce_handlers.bincount(ctx, a)
             return None
-        if func in _SUM:
-            return self._sum(args, kwargs)
+        if func in _UNIQUE:
+            return reduce_handlers.unique_systems(ctx, func, args, kwargs) if reductions else None
+        if func in _SUM or func in _MEAN:
+            return reduce_handlers.atom_total(ctx, func in _MEAN, args, kwargs) if reductions else None
         if func in _AUTOGRAD and ctx.distributed:
             return lambda: self._autograd(func, args, kwargs)
-        name = getattr(func, "_qualified_op_name", None) or getattr(func, "name", None)
-        if isinstance(name, Callable):  # type: ignore[arg-type]
-            name = None
-        if name is None and hasattr(func, "_schema"):
-            name = func._schema.name
-        if isinstance(name, str) and self.custom_ops:
-            key = name.replace(".default", "")
-            if key in self.custom_ops:
-                return lambda: self._custom_op(self.custom_ops[key], func, args, kwargs)
+        name = _op_name(func) if self.custom_ops else None
+        if name is not None and name in self.custom_ops:
+            return lambda: self._custom_op(self.custom_ops[name], func, args, kwargs)
         return None
+
+    def _scatter(self, sc: Scatter) -> Callable[[], Any] | None:
+        ctx = self.ctx
+        rows = int(sc.target.shape[0])
+        if ctx.system_reductions and rows == ctx.num_systems and rows < ctx.num_local:
+            owned = reduce_handlers.system_owned(ctx, sc)
+            index_rows = int(sc.rows_index.shape[0])
+            if owned is None and index_rows in (ctx.num_local, ctx.num_systems):
+                return None  # keyed by something other than the system index: not a per-system reduction
+            aggregation = "per_atom_to_per_system" if owned is not None else "per_edge_to_per_system"
+
+            def per_system() -> Any:
+                result = None
+                if owned is not None:
+                    result = reduce_handlers.per_system_scatter(ctx, sc, owned)
+                if result is None:
+                    record_unrouted(ctx, sc.label, aggregation, "python")
+                    return sc.call_original()
+                ctx.count("per_system_reduce")
+                return finish(sc, result)
+
+            return per_system
+        if edge_handlers.is_edge_to_atom(ctx, sc):
+
+            def per_atom() -> Any:
+                result = edge_handlers.edge_to_atom(ctx, sc)
+                if result is None:
+                    record_unrouted(ctx, sc.label, "per_edge_to_per_atom", "python")
+                    return sc.call_original()
+                return finish(sc, result)
+
+            return per_atom
+        return None
+
+    # -- what is not routed -----------------------------------------------------------------------
+    def _opaque(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        """An undeclared `torch.ops` kernel: run it with the Python-level depth reset, so the dispatch
+        observer names the aggregations inside it."""
+        name = _op_name(func) or str(func)
+        if name.startswith(("aten::", "prim::")):
+            return func(*args, **kwargs)
+        saved = PythonLevel.depth
+        PythonLevel.depth = 0
+        PythonLevel.opaque.append(name)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            PythonLevel.opaque.pop()
+            PythonLevel.depth = saved
+
+    def _tag_atom_rows(self, func: Any, args: Sequence[Any], out: Any) -> None:
+        """Tag `e[mask]` (a boolean mask over atom rows) with which of its rows this rank owns, and pass
+        the tag on to results with the same rows, so reductions over the selection are routed."""
+        if not isinstance(out, torch.Tensor) or out.ndim == 0:
+            return
+        rows: AtomRows | None = None
+        if func is _T.__getitem__ and len(args) >= 2 and isinstance(args[0], torch.Tensor):
+            key = args[1][0] if isinstance(args[1], tuple) and args[1] else args[1]
+            if isinstance(key, torch.Tensor) and key.dtype == torch.bool and key.ndim == 1:
+                source = atom_rows(args[0])
+                n = int(args[0].shape[0]) if args[0].ndim else -1
+                if source is not None and key.shape[0] == n:
+                    rows = AtomRows(source.owned[key.to(source.owned.device)], source.systems[key])
+                elif n == self.ctx.num_local and key.shape[0] == n and self.ctx.system_index is not None:
+                    mask = key.to(self.ctx.owned_mask.device)
+                    rows = AtomRows(
+                        self.ctx.owned_mask[mask], self.ctx.system_index[mask.to(self.ctx.system_index.device)]
+                    )
+        if rows is None:
+            for arg in args:
+                found = atom_rows(arg)
+                if found is not None and found.owned.shape[0] == out.shape[0]:
+                    rows = found
+                    break
+        if rows is not None and rows.owned.shape[0] == out.shape[0]:
+            try:
+                setattr(out, ATOM_ROWS_ATTR, rows)
+            except (AttributeError, RuntimeError):
+                pass
 
     # -- handlers -------------------------------------------------------------------------------
-    def _mask_rows(self, x: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
-        mask = self.ctx.row_mask(int(x.shape[0]), x)
-        shape = (x.shape[0],) + (1,) * (x.ndim - 1)
-        return torch.where(mask.reshape(shape), x, torch.full_like(x, fill))
-
-    def _finish_inplace(self, func: Any, target: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
-        if func in _INPLACE:
-            needs_graph = target.requires_grad or result.requires_grad
-            with contextlib.nullcontext() if needs_graph else torch.no_grad():
-                target.copy_(result)
-            return target
-        return result
-
-    def _per_system_scatter(self, func: Any, a: dict[str, Any]) -> torch.Tensor:
-        ctx = self.ctx
-        ctx.count("per_system_reduce")
-        target: torch.Tensor = a["input"]
-        index: torch.Tensor = a["index"]
-        src: torch.Tensor = a["source"] if "source" in a else a["src"]
-        if func in _INDEX_ADD:
-            alpha = a.get("alpha", 1)
-            partial = torch.zeros_like(target).index_add(0, index, self._mask_rows(src), alpha=alpha)
-            result = target + all_reduce_sum(partial, ctx)
-        elif func in _SCATTER_ADD:
-            partial = torch.zeros_like(target).scatter_add(0, index, self._mask_rows(src))
-            result = target + all_reduce_sum(partial, ctx)
-        else:
-            result = self._scatter_reduce(target, index, src, a.get("reduce", "sum"), a.get("include_self", True))
-        return self._finish_inplace(func, target, result)
-
-    def _scatter_reduce(
-        self, target: torch.Tensor, index: torch.Tensor, src: torch.Tensor, reduce: str, include_self: bool
-    ) -> torch.Tensor:
-        ctx = self.ctx
-        if reduce in ("sum", "mean"):
-            part = torch.zeros_like(target).scatter_add(0, index, self._mask_rows(src))
-            total = all_reduce_sum(part, ctx)
-            if reduce == "sum":
-                return target + total if include_self else torch.where(_touched(target, index, ctx), total, target)
-            ones = self._mask_rows(torch.ones_like(src))
-            count = all_reduce_sum(torch.zeros_like(target).scatter_add(0, index, ones), ctx)
-            if include_self:
-                return (target + total) / (count + 1)
-            return torch.where(count > 0, total / count.clamp(min=1), target)
-        if reduce in ("amax", "amin"):
-            is_max = reduce == "amax"
-            fill = float("-inf") if is_max else float("inf")
-            base = torch.full_like(target, fill)
-            part = base.scatter_reduce(0, index, self._mask_rows(src, fill), reduce, include_self=True)
-            glob = all_reduce_max(part, ctx) if is_max else all_reduce_min(part, ctx)
-            if include_self:
-                return torch.maximum(target, glob) if is_max else torch.minimum(target, glob)
-            return torch.where(torch.isinf(glob), target, glob)
-        raise NotImplementedError(
-            f"distcheck: scatter_reduce(reduce={reduce!r}) keyed by the system index has no distributed handler; "
-            "use 'sum', 'mean', 'amax' or 'amin', or declare the helper that calls it in third_party_helpers"
-        )
-
-    def _bincount(self, a: dict[str, Any]) -> torch.Tensor:
-        ctx = self.ctx
-        ctx.count("per_system_reduce")
-        idx: torch.Tensor = a["input"]
-        weights = a.get("weights")
-        mask = ctx.row_mask(int(idx.shape[0]), idx)
-        w = mask.to(torch.float64) if weights is None else torch.where(mask, weights, torch.zeros_like(weights))
-        minlength = max(int(a.get("minlength") or 0), ctx.num_systems)
-        local = torch.bincount(idx, weights=w, minlength=minlength)
-        total = all_reduce_sum(local, ctx)
-        return total.round().to(torch.long) if weights is None else total
-
-    def _segment_reduce(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[], Any] | None:
-        ctx = self.ctx
-        a = _bind(args, kwargs, ("data", "reduce"))
-        data, lengths = a.get("data"), a.get("lengths")
-        if not (ctx.system_reductions and ctx.distributed and isinstance(data, torch.Tensor)):
-            return None
-        if lengths is None or int(a.get("axis", 0)) != 0 or data.shape[0] != ctx.num_local:
-            return None
-        lengths = self._local_lengths(lengths)
-        if lengths is None:
-            return None
-        reduce = a["reduce"]
-
-        def run() -> torch.Tensor:
-            ctx.count("per_system_reduce")
-            if reduce in ("sum", "mean"):
-                total = all_reduce_sum(torch.segment_reduce(self._mask_rows(data), "sum", lengths=lengths), ctx)
-                if reduce == "sum":
-                    return total
-                ones = self._mask_rows(torch.ones(data.shape[0], dtype=data.dtype, device=data.device))
-                count = all_reduce_sum(torch.segment_reduce(ones, "sum", lengths=lengths), ctx)
-                shape = (count.shape[0],) + (1,) * (total.ndim - 1)
-                return total / count.clamp(min=1).reshape(shape)
-            if reduce in ("max", "min"):
-                fill = float("-inf") if reduce == "max" else float("inf")
-                part = torch.segment_reduce(self._mask_rows(data, fill), reduce, lengths=lengths)
-                return all_reduce_max(part, ctx) if reduce == "max" else all_reduce_min(part, ctx)
-            raise NotImplementedError(
-                f"distcheck: segment_reduce(reduce={reduce!r}) over systems has no distributed handler; "
-                "use 'sum', 'mean', 'max' or 'min'"
-            )
-
-        return run
-
-    def _local_lengths(self, lengths: Any) -> torch.Tensor | None:
-        """This rank's per-system row counts when `lengths` are per-system counts (local or global:
-        a count computed with `bincount` under the handlers is already global)."""
-        local, glob = self.ctx.local_counts, self.ctx.global_counts
-        if local is None or glob is None:
-            return None
-        given = torch.as_tensor(lengths)
-        if given.shape != local.shape:
-            return None
-        given = given.to(local.device, torch.long)
-        if torch.equal(given, local) or torch.equal(given, glob):
-            return local.to(torch.as_tensor(lengths).device)
-        return None
-
-    def _repeat_interleave(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[], Any] | None:
-        """Per-system values broadcast to atoms by per-system counts use this rank's counts."""
-        ctx = self.ctx
-        a = _bind(args, kwargs, ("input", "repeats", "dim"))
-        x, repeats = a.get("input"), a.get("repeats")
-        if not (ctx.distributed and isinstance(x, torch.Tensor) and isinstance(repeats, torch.Tensor)):
-            return None
-        if x.ndim == 0 or x.shape[0] != ctx.num_systems or (a.get("dim") not in (None, 0) and x.ndim > 1):
-            return None
-        local = self._local_lengths(repeats)
-        if local is None or torch.equal(local, repeats.to(local.device)):
-            return None
-
-        def run() -> torch.Tensor:
-            ctx.count("per_system_broadcast")
-            return torch.repeat_interleave(x, local, **{k: v for k, v in a.items() if k not in ("input", "repeats")})
-
-        return run
-
-    def _sum(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[], Any] | None:
-        ctx = self.ctx
-        if not (ctx.system_reductions and ctx.distributed and ctx.num_systems == 1):
-            return None
-        a = _bind(args, kwargs, ("input", "dim", "keepdim"))
-        x = a.get("input")
-        if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.shape[0] != ctx.num_local or ctx.num_local <= 1:
-            return None
-        if not x.is_floating_point():
-            return None
-        dim = a.get("dim")
-        if isinstance(dim, (list, tuple)):
-            dim = tuple(dim)
-            if dim not in ((0,), (-x.ndim,)):
-                return None
-        elif dim is not None and dim not in (0, -x.ndim):
-            return None
-        keepdim = bool(a.get("keepdim", False))
-        dtype = a.get("dtype")
-
-        def run() -> torch.Tensor:
-            ctx.count("per_system_reduce")
-            masked = self._mask_rows(x)
-            if dim is None:
-                part = masked.sum(dtype=dtype) if dtype is not None else masked.sum()
-            else:
-                part = masked.sum(dim=0, keepdim=keepdim, dtype=dtype)
-            return all_reduce_sum(part, ctx)
-
-        return run
-
     def _autograd(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Differentiate with seeds of replicated outputs scaled by 1/world_size.
 
@@ -353,31 +234,6 @@ class HandlerMode(TorchFunctionMode):
             return _T.backward(tensor, **new)
         return func(**new)
 
-    def _edge_to_atom(
-        self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any], a: dict[str, Any]
-    ) -> torch.Tensor:
-        ctx = self.ctx
-        ctx.count(f"halo_scatter_correction[{_OP_NAMES.get(func, 'scatter')}]")
-        target: torch.Tensor = a["input"]
-        zero = torch.zeros_like(target)
-        if func in _INDEX_ADD:
-            agg = zero.index_add(0, a["index"], a["source"], alpha=a.get("alpha", 1))
-        elif func in _SCATTER_ADD:
-            agg = zero.scatter_add(0, a["index"], a["src"])
-        else:
-            reduce = a.get("reduce", "sum")
-            if reduce != "sum":
-                # Max/mean of edge messages cannot be completed from partials here; refresh only.
-                result = func(*args, **kwargs) if func not in _INPLACE else _T.scatter_reduce(*args, **kwargs)
-                ctx.count("halo_read")
-                return self._finish_inplace(func, target, halo_forward(result, ctx))
-            agg = zero.scatter_add(0, a["index"], a["src"])
-            if not a.get("include_self", True):
-                return self._finish_inplace(func, target, halo_forward(halo_reverse(agg, ctx), ctx))
-        ctx.count("halo_read")
-        result = halo_forward(target + halo_reverse(agg, ctx), ctx)
-        return self._finish_inplace(func, target, result)
-
     def _custom_op(self, op: CustomOp, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         ctx = self.ctx
         ctx.count(f"custom_op[{op.op}]")
@@ -402,50 +258,3 @@ class HandlerMode(TorchFunctionMode):
             elif transform == "all_reduce_sum":
                 outs[i] = all_reduce_sum(outs[i], ctx)
         return outs[0] if single else type(out)(outs)
-
-
-def _touched(target: torch.Tensor, index: torch.Tensor, ctx: RankContext) -> torch.Tensor:
-    hit = torch.zeros_like(target).scatter_add(0, index, torch.ones_like(index, dtype=target.dtype))
-    return all_reduce_sum(hit, ctx) > 0
-
-
-_SCATTER_ATEN = (
-    "aten::index_add",
-    "aten::index_add_",
-    "aten::scatter_add",
-    "aten::scatter_add_",
-    "aten::scatter_reduce",
-    "aten::scatter_reduce_",
-    "aten::index_put",
-    "aten::index_put_",
-    "aten::_index_put_impl_",
-    "aten::segment_reduce",
-)
-
-
-class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
-    """Counts scatter-like aten ops into per-system-shaped outputs issued outside Python-level calls.
-
-    Those come from TorchScript, C++ extensions or other code the handler layer cannot see; each is
-    counted as `unintercepted[<aten op>]` in the rank's handler counts.
-    """
-
-    def __init__(self, ctx: RankContext) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.ctx = ctx
-
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if _Guard.depth == 0:
-            name = func._schema.name
-            if name in _SCATTER_ATEN and args and isinstance(args[0], torch.Tensor):
-                target = args[0]
-                if (
-                    target.ndim >= 1
-                    and target.shape[0] == self.ctx.num_systems
-                    and self.ctx.num_systems < self.ctx.num_local
-                ):
-                    self.ctx.count(f"unintercepted[{name.replace('aten::', 'aten.')}]")
-        return func(*args, **kwargs)

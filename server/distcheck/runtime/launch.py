@@ -25,6 +25,7 @@ import torch
 
 from .. import importguard
 from ..batch import Batch, as_batch
+from ..report import UnroutedOp
 from ..spec import MLIPSpec
 from ..targets import check_options
 from . import beacon, lifeline
@@ -51,7 +52,8 @@ __all__ = [
 
 @dataclass
 class RankRecord:
-    """What one rank held and did: atom counts, handler firings, timings, peak memory."""
+    """What one rank held and did: atom counts, handler firings, timings, peak memory, and the
+    aggregations no handler routed (`unrouted`)."""
 
     rank: int
     device: str
@@ -64,6 +66,11 @@ class RankRecord:
     requested_cutoffs: list[float]
     halo_width: float
     peak_memory_bytes: int = 0
+    unrouted: list[UnroutedOp] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # ranks send plain dicts (their results are loaded with weights_only=True)
+        self.unrouted = [u if isinstance(u, UnroutedOp) else UnroutedOp.from_dict(u) for u in self.unrouted]
 
 
 @dataclass

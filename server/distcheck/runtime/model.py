@@ -124,7 +124,7 @@ class DistributedModel:
             stack.enter_context(install_adapters(dist_spec.third_party_helpers, self.ctx))
             stack.enter_context(HandlerMode(self.ctx, dist_spec.custom_ops))
             if self.observe_dispatch and self.ctx.distributed:
-                stack.enter_context(ScatterObserver(self.ctx))
+                stack.enter_context(ScatterObserver(self.ctx, roots=[self.wrapper]))
             raw = self.wrapper(local)
         return check_outputs(raw, type(self.wrapper).__name__)
 

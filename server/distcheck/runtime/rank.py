@@ -22,6 +22,7 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from . import beacon
 from .factory import FactoryRef, load_object
+from .torchscript import apply_torchscript_mode
 
 __all__ = [
     "NCCL_SAFE_ENV",
@@ -86,6 +87,7 @@ def prepare_rank(
 
     phase("factory")
     t1 = time.perf_counter()
+    apply_torchscript_mode(MLIPSpec.from_dict(job["spec"]))  # before the factory's module is imported
     factory: FactoryRef = job["factory"]
     wrapper = factory.load()()
     if isinstance(wrapper, torch.nn.Module):
@@ -135,6 +137,7 @@ def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
         **prep.part.ranks[rank].counts(prep.batch.num_atoms),
         "per_system": prep.part.ranks[rank].per_system,
         "handler_counts": dict(ctx.handler_counts),
+        "unrouted": ctx.unrouted_records(),
         "timings": timings,
         "requested_cutoffs": list(ctx.requested_cutoffs),
         "halo_width": float(ctx.halo_width),
