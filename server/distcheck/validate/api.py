@@ -14,7 +14,8 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
-from ..report import Attempt, DeadlineReached, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError
+from ..report import Attempt, DeadlineReached, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError, merge_unrouted
+from ..report import best_attempt_index
 from ..report import Frame as ReportFrame
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
@@ -42,6 +43,8 @@ from .outputs import (
     reference_error,
 )
 from .reference import run_reference
+from .replicas import check_replicas
+from .rollback import rollback_if_worse
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
 
@@ -220,15 +223,29 @@ def _evaluate(
     ref = _reference_outputs(reference)
     problems = rank_problems(run.rank_outputs, run.rows, ref, spec.output_kinds)
     outputs: dict[str, torch.Tensor] = {}
+    kinds: dict[str, str] = {}
     if not problems:
         try:
-            outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
+            consolidated = run if not reused else run.reconsolidate(spec)
+            outputs, kinds = consolidated.outputs, consolidated.kinds
         except WrapperError as err:
             problems = [problem_from_error(err)]
     if problems:  # the outputs cannot be compared: an errored attempt, no verdicts
         return _output_attempt(index, spec, rationale, rule, problems, reference, meta, timings, reused), {}, []
     raw = compare_outputs(outputs, ref, spec.output_kinds, opts["atol"], opts["rtol"])
-    passed = all(v["passed"] for v in raw.values()) and bool(raw)
+    # Replicated outputs: every rank's value against the reference and against the other ranks'.
+    raw, disagreements = check_replicas(
+        run.rank_outputs,
+        kinds,
+        spec,
+        ref,
+        raw,
+        opts["atol"],
+        opts["rtol"],
+        reference_layers=reference.get("layers") or [],
+        rank_layers=_rank_layers(run) if opts["layer_diagnostic"] else None,
+    )
+    passed = all(v["passed"] for v in raw.values()) and bool(raw) and not disagreements
     helpers = diagnose_helpers(
         reference["helpers"],
         [(i or {}).get("helpers") for i in run.instrumentation],
@@ -282,8 +299,18 @@ def _evaluate(
         halo_completeness=halo,
         timings=timings,
         reused_run=reused,
+        unrouted=merge_unrouted([(r.rank, r.unrouted) for r in run.records]),
+        rank_disagreements=disagreements,
     )
     return attempt, raw, helpers
+
+
+def _rank_layers(run: DistributedRun) -> list[list[dict[str, Any]]] | None:
+    """Every rank's layer records, or None when some rank has none to give."""
+    found = [(i or {}).get("layers") for i in run.instrumentation]
+    if len(found) != run.world_size or any(not isinstance(f, list) for f in found):
+        return None
+    return [list(f) for f in found if isinstance(f, list)]
 
 
 def _output_attempt(
@@ -329,23 +356,6 @@ def _failed_attempt(
         halo_completeness={},
         timings=timings,
     )
-
-
-def _best(attempts: Sequence[Attempt]) -> Attempt:
-    for a in attempts:
-        if a.passed:
-            return a
-
-    def badness(a: Attempt) -> tuple[int, int, float]:
-        if not a.verdicts:
-            return (1, 10**9, float("inf"))
-        failing = sum(1 for v in a.verdicts.values() if not v.passed)
-        worst = max(
-            (v.max_rel_diff or 0.0) if v.max_rel_diff is not None else float("inf") for v in a.verdicts.values()
-        )
-        return (0, failing, worst)
-
-    return min(attempts, key=badness)
 
 
 def _validate(
@@ -479,6 +489,7 @@ def _validate(
     needs_run = True
     total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
     fix_context: FixContext | None = None
+    base: tuple[Attempt, FixContext] | None = None  # the best attempt so far, which proposals start from
     stopped: DeadlineReached | None = None
     while len(attempts) < total_attempts:
         if budget.expired():  # the whole-validation deadline: no new attempt
@@ -548,24 +559,31 @@ def _validate(
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):
             break
-        fix_context = FixContext(
-            spec=current,
-            verdicts=raw,
-            reference=reference,
-            run=run,
-            helper_diagnostics=helpers,
-            halo_completeness=attempt.halo_completeness,
-            handler_counts=attempt.handler_counts,
-            world_size=world_size,
-            atol=atol,
-            rtol=rtol,
-        )
+        if base is not None and rollback_if_worse(attempt, base[0]):
+            fix_context = base[1]  # the next mutation starts from the better attempt's spec and run
+            run = fix_context.run
+        else:
+            fix_context = FixContext(
+                spec=current,
+                verdicts=raw,
+                reference=reference,
+                run=run,
+                helper_diagnostics=helpers,
+                halo_completeness=attempt.halo_completeness,
+                handler_counts=attempt.handler_counts,
+                world_size=world_size,
+                atol=atol,
+                rtol=rtol,
+                rank_disagreements=attempt.rank_disagreements,
+            )
+            base = (attempt, fix_context)
         proposal = propose(fix_context, tried)
         if proposal is None:
             break
         tried.add(proposal.spec.signature())
         current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
-    best = _best(attempts) if attempts else None  # none when the deadline passed before the first attempt
+    best_index = best_attempt_index(attempts)  # None when the deadline passed before the first attempt
+    best = attempts[best_index] if best_index is not None else None
     meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
     report = TraceReport(
         ok=best is not None and best.passed and not best.partition_health.get("degenerate"),
@@ -574,6 +592,7 @@ def _validate(
         next_action="",
         meta=meta,
         deadline=stopped,
+        best_index=best_index,
     )
     report.next_action = next_action(report)
     _emit(progress, "finished", ok=report.ok)

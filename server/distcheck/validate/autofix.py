@@ -13,9 +13,11 @@ from typing import Any
 
 import torch
 
+from ..report import RankDisagreement, merge_unrouted
 from ..runtime.launch import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
+from .unrouted import describe, eager_remedy_applies
 
 __all__ = ["RULES", "FixContext", "Proposal", "Rule", "propose"]
 
@@ -34,11 +36,18 @@ class FixContext:
     world_size: int = 2
     atol: float = 1e-5
     rtol: float = 1e-4
+    rank_disagreements: Sequence[RankDisagreement] = ()
 
     @property
     def failing(self) -> list[str]:
         """Outputs that failed."""
         return [n for n, v in self.verdicts.items() if not v.get("passed")]
+
+    def autograd_derived(self, name: str) -> bool | None:
+        """What the reference trace says of output `name`: True when it is what `torch.autograd.grad`
+        returned (forces, strain stress), False when it is not, None when the trace does not say."""
+        found = (self.reference.get("autograd_derived") or {}).get(name)
+        return None if found is None else bool(found)
 
     def ref(self, name: str) -> torch.Tensor:
         """Reference value of an output."""
@@ -63,11 +72,14 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Rule:
-    """A named predicate + mutation."""
+    """A named predicate + mutation. `needs_agreeing_ranks`: the rule only fires when no replicated
+    output differs between ranks (its mutation cannot make ranks agree, and a disagreement confounds
+    the evidence it reads); `propose` checks it."""
 
     name: str
     needs_run: bool
     apply: Callable[[FixContext], tuple[MLIPSpec, str] | None]
+    needs_agreeing_ranks: bool = False
 
 
 def _drop_double_all_reduce(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
@@ -109,18 +121,32 @@ def _all_reduce_partial(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
 
 
 def _switch_per_node(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    """Evidence: the reference trace says whether the output is autograd-derived (summed over copies)
+    or not (owned rows only), and the other consolidation makes it match. A switch against the trace
+    is never proposed, even when it happens to match (it would hide the real cause)."""
     if ctx.run is None:
         return None
     for name in ctx.failing:
         if ctx.spec.output_kinds.get(name) != "per_node":
             continue
+        derived = ctx.autograd_derived(name)
         spec = ctx.spec.copy()
         if name in spec.owned_only_outputs:
+            if derived is not True:
+                continue
             spec.owned_only_outputs.remove(name)
-            how = "summing every copy of an atom (an autograd-derived output: halo copies hold contributions)"
+            how = (
+                "summing every copy of an atom (the reference trace shows it is autograd-derived: halo copies "
+                "hold contributions)"
+            )
         else:
+            if derived is not False:
+                continue
             spec.owned_only_outputs.append(name)
-            how = "reading owned rows only (not autograd-derived: halo copies repeat the owner's value)"
+            how = (
+                "reading owned rows only (the reference trace shows it is not autograd-derived: halo copies "
+                "repeat the owner's value)"
+            )
         if ctx.matches(name, ctx.run.reconsolidate(spec).outputs[name]):
             return spec, f"{name} matches the reference when consolidated by {how}"
     return None
@@ -146,6 +172,23 @@ def _declare_helpers(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     return spec, (
         f"declared a `reduction` adapter for {', '.join(names)}: it sums per system behind the runtime's "
         "back, so each rank saw partial sums"
+    )
+
+
+def _run_torchscript_eagerly(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    """Evidence: an aggregation counted inside TorchScript on some rank, under a spec that runs it compiled."""
+    if ctx.run is None or not ctx.failing:
+        return None
+    seen = merge_unrouted([(r.rank, r.unrouted) for r in ctx.run.records])
+    if not eager_remedy_applies(ctx.spec, seen):
+        return None
+    scripted = [u for u in seen if u.origin == "torchscript"]
+    spec = ctx.spec.copy()
+    spec.distribution.torchscript = "eager"
+    return spec, (
+        f"{sum(u.count for u in scripted)} aggregation(s) ran inside TorchScript, where the handlers cannot "
+        f'route them ({describe(scripted[0])}); set distribution.torchscript to "eager" so the ranks run '
+        "the scripted functions as Python"
     )
 
 
@@ -218,15 +261,19 @@ RULES: tuple[Rule, ...] = (
     Rule("all_reduce_partial_output", False, _all_reduce_partial),
     Rule("switch_per_node_consolidation", False, _switch_per_node),
     Rule("declare_helper_adapter", True, _declare_helpers),
+    Rule("run_torchscript_eagerly", True, _run_torchscript_eagerly),
     Rule("enable_system_reductions", True, _enable_system_reductions),
-    Rule("halo_correction_to_local", True, _halo_correction_to_local),
-    Rule("widen_halo", True, _widen_halo),
+    Rule("halo_correction_to_local", True, _halo_correction_to_local, needs_agreeing_ranks=True),
+    Rule("widen_halo", True, _widen_halo, needs_agreeing_ranks=True),
 )
 
 
 def propose(ctx: FixContext, tried: set[str], rules: Sequence[Rule] = RULES) -> Proposal | None:
-    """The first rule that applies and yields a spec not tried yet (by signature)."""
+    """The first rule that applies and yields a spec not tried yet (by signature); a rule that
+    `needs_agreeing_ranks` is skipped while the context has rank disagreements."""
     for rule in rules:
+        if rule.needs_agreeing_ranks and ctx.rank_disagreements:
+            continue
         result = rule.apply(ctx)
         if result is None:
             continue

@@ -9,12 +9,15 @@ reported as divergent.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from ..runtime.context import current_context
 
 __all__ = ["LayerRecorder", "compare_layers"]
 
@@ -37,7 +40,8 @@ class LayerRecorder:
             k = self._seen.get(name, 0)
             self._seen[name] = k + 1
             key = f"{name}#{k}"
-            with torch.no_grad():
+            ctx = current_context()  # the handlers must not route the recorder's own sums over rows
+            with torch.no_grad(), ctx.handlers_suspended() if ctx is not None else contextlib.nullcontext():
                 out = output.detach()
                 if out.shape[0] == self.rows and self.rows != self.num_systems:
                     rows = out if self.owned_mask is None else out[self.owned_mask.to(out.device)]

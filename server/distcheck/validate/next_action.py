@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, Frame, TraceReport, WorkerError, tolerance_for
+from .unrouted import unrouted_action
 
 __all__ = ["next_action"]
 
@@ -125,6 +126,7 @@ def _verdict_action(report: TraceReport) -> str:
         return "\n".join([head, *degenerate[1:]])
     if best.error is not None and not best.verdicts:
         return _error_action(best.error)
+    lines += unrouted_action(best)  # what ran unseen comes before any other cause: it voids them
     if best.passed:
         head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {ws}"
         if report.fix_applied:

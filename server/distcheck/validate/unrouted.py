@@ -1,0 +1,89 @@
+"""What to say and do about unrouted aggregations (`report.UnroutedOp`): the lines `next_action` puts
+first and the evidence the `run_torchscript_eagerly` auto-fix rule fires on. Imports no torch (the
+daemon renders `next_action`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..report import Attempt, UnroutedOp
+from ..spec import MLIPSpec
+
+__all__ = ["describe", "eager_remedy_applies", "unrouted_action"]
+
+_WHAT = {
+    "per_atom_to_per_system": "atoms → systems",
+    "per_edge_to_per_atom": "edges → atoms",
+    "per_edge_to_per_system": "edges → systems",
+    "per_atom_total": "total over atoms",
+}
+_SHOWN = 3
+
+
+def _short(path: str | None) -> str:
+    return os.path.basename(path) if path else "?"
+
+
+def describe(op: UnroutedOp) -> str:
+    """`aten.index_add ×3 (atoms → systems) in _mol_sum at nbops.py:26, called from model.py:40`."""
+    text = f"{op.op} ×{op.count} ({_WHAT.get(op.aggregation, op.aggregation)})"
+    if op.function:
+        text += f" in {op.function}"
+    if op.file:
+        text += f" at {_short(op.file)}:{op.line if op.line is not None else '?'}"
+    if op.call_file and (op.call_file, op.call_line) != (op.file, op.line):
+        text += f", called from {_short(op.call_file)}:{op.call_line if op.call_line is not None else '?'}"
+    return text
+
+
+def eager_remedy_applies(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> bool:
+    """Whether running TorchScript eagerly can route what was seen: some aggregation ran inside
+    TorchScript and the spec still runs it compiled."""
+    return spec.distribution.torchscript == "scripted" and any(u.origin == "torchscript" for u in unrouted)
+
+
+def _advice(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> str:
+    origins = {u.origin for u in unrouted}
+    if eager_remedy_applies(spec, unrouted):
+        return (
+            'set distribution.torchscript to "eager" (auto-fix does) so the ranks run the TorchScript as Python '
+            "and the handlers route it"
+        )
+    steps = []
+    if "torchscript" in origins:
+        steps.append(
+            'these run in TorchScript even with torchscript "eager" (serialized with torch.jit.load, or '
+            "imported before the rank started): declare the Python helper that calls them in "
+            "distribution.third_party_helpers"
+        )
+    if "custom_op" in origins:
+        ops = sorted({u.function for u in unrouted if u.origin == "custom_op" and u.function})
+        steps.append(
+            f"declare {', '.join(ops) or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
+        )
+    if "native" in origins:
+        steps.append("declare the Python function that calls this C++ code in distribution.third_party_helpers")
+    if "python" in origins:
+        steps.append(
+            'rewrite it in a form the handlers route (README: "Code that is safe to write"), e.g. a sum, mean, '
+            "amax or amin keyed by the system index"
+        )
+    return "; ".join(steps)
+
+
+def unrouted_action(attempt: Attempt) -> list[str]:
+    """The lines that lead `next_action` when `attempt` failed with unrouted aggregations ([] when it
+    has none): what ran unseen, where, and the step that routes it."""
+    ops = attempt.unrouted
+    if not ops or attempt.passed:
+        return []
+    total = sum(u.count for u in ops)
+    shown = "; ".join(describe(u) for u in ops[:_SHOWN])
+    more = f"; and {len(ops) - _SHOWN} more" if len(ops) > _SHOWN else ""
+    head = (
+        f"FAIL — {total} aggregation{'s' if total != 1 else ''} ran where distcheck's handlers cannot route "
+        f"{'them' if total != 1 else 'it'}, so each rank computed a partial: {shown}{more}; "
+        + _advice(attempt.spec, ops)
+    )
+    return [head]
