@@ -152,12 +152,12 @@ def _switch_per_node(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     return None
 
 
+def _helper_gap(d: Mapping[str, Any]) -> bool:
+    return bool(d.get("suspected_gap") and d.get("likely_remedy") and not d.get("already_wrapped"))
+
+
 def _declare_helpers(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
-    remedies = [
-        d["likely_remedy"]
-        for d in ctx.helper_diagnostics
-        if d.get("suspected_gap") and d.get("likely_remedy") and not d.get("already_wrapped")
-    ]
+    remedies = [d["likely_remedy"] for d in ctx.helper_diagnostics if _helper_gap(d)]
     if not remedies:
         return None
     spec = ctx.spec.copy()
@@ -176,8 +176,9 @@ def _declare_helpers(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
 
 
 def _run_torchscript_eagerly(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
-    """Evidence: an aggregation counted inside TorchScript on some rank, under a spec that runs it compiled."""
-    if ctx.run is None or not ctx.failing:
+    """Evidence: an aggregation counted inside TorchScript on some rank, under a spec that runs it compiled.
+    Leaves the case to `declare_helper_adapter` when the helper trace found the watched helper at fault."""
+    if ctx.run is None or not ctx.failing or any(_helper_gap(d) for d in ctx.helper_diagnostics):
         return None
     seen = merge_unrouted([(r.rank, r.unrouted) for r in ctx.run.records])
     if not eager_remedy_applies(ctx.spec, seen):
@@ -187,8 +188,8 @@ def _run_torchscript_eagerly(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     spec.distribution.torchscript = "eager"
     return spec, (
         f"{sum(u.count for u in scripted)} aggregation(s) ran inside TorchScript, where the handlers cannot "
-        f'route them ({describe(scripted[0])}); set distribution.torchscript to "eager" so the ranks run '
-        "the scripted functions as Python"
+        f"route them ({'; '.join(describe(u) for u in scripted[:3])}); set distribution.torchscript to "
+        '"eager" so the ranks run the scripted functions as Python'
     )
 
 
@@ -257,11 +258,12 @@ def _widen_halo(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
 
 
 RULES: tuple[Rule, ...] = (
+    # first: while aggregations run unseen, the other rules' evidence (partials, mismatches) is theirs
+    Rule("run_torchscript_eagerly", True, _run_torchscript_eagerly),
     Rule("drop_double_all_reduce", False, _drop_double_all_reduce),
     Rule("all_reduce_partial_output", False, _all_reduce_partial),
     Rule("switch_per_node_consolidation", False, _switch_per_node),
     Rule("declare_helper_adapter", True, _declare_helpers),
-    Rule("run_torchscript_eagerly", True, _run_torchscript_eagerly),
     Rule("enable_system_reductions", True, _enable_system_reductions),
     Rule("halo_correction_to_local", True, _halo_correction_to_local, needs_agreeing_ranks=True),
     Rule("widen_halo", True, _widen_halo, needs_agreeing_ranks=True),
