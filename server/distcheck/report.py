@@ -51,13 +51,19 @@ __all__ = [
     "UNROUTED_ORIGINS",
     "VERDICT_STATUSES",
     "Attempt",
+    "CrashTrace",
     "DeadlineReached",
+    "DivergentModule",
     "Frame",
     "HelperDiagnosis",
     "OutputVerdict",
+    "RankDisagreement",
+    "Rollback",
     "TraceReport",
     "UnroutedOp",
     "WorkerError",
+    "attempt_rank",
+    "best_attempt_index",
     "merge_unrouted",
     "tolerance_for",
 ]
@@ -711,6 +717,199 @@ class HelperDiagnosis(_Record):
 
 
 @dataclass(eq=False)
+class DivergentModule(_Record):
+    """The first module, in call order, whose per-system output differs across ranks beyond the tolerances
+    (from the layer hooks every rank runs).
+
+    `module` is its name in the wrapper (`"readout.bias"`), `cls` its class (`"pkg.mod.Class"`; the JSON
+    key is `class`), `key` the call (`"readout.bias#0"`: its first call), `ranks` the ranks whose value
+    there differs from rank 0's, `max_abs` the largest difference between two ranks, `systems` the
+    systems (rows) where they differ.
+    """
+
+    module: str
+    cls: str
+    key: str
+    ranks: list[int]
+    max_abs: float
+    systems: list[int] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field (`cls` as `class`); a non-finite `max_abs` as a string."""
+        return {
+            "module": self.module,
+            "class": self.cls,
+            "key": self.key,
+            "ranks": [int(r) for r in self.ranks],
+            "max_abs": _enc_float(self.max_abs),
+            "systems": [int(s) for s in self.systems],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DivergentModule:
+        """Read one; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> DivergentModule:
+        m = _fields(d, path, ("module", "class", "key", "ranks", "max_abs"), ("systems",))
+        return cls(
+            module=_get_str(m, "module", path),
+            cls=_get_str(m, "class", path),
+            key=_get_str(m, "key", path),
+            ranks=_dec_list(m["ranks"], (*path, "ranks"), _dec_int),
+            max_abs=_dec_float(m["max_abs"], (*path, "max_abs")),
+            systems=_dec_list(m.get("systems", []), (*path, "systems"), _dec_int),
+        )
+
+
+@dataclass(eq=False)
+class RankDisagreement(_Record):
+    """A replicated output (per-graph or global, not all-reduced) whose value differs between ranks
+    beyond the tolerances: consolidation keeps one rank's value, so the attempt fails on this alone.
+
+    `output` and `kind` name it; `ranks` are the ranks in disagreement (each differs from another one),
+    `off_reference` those of them whose own value is out of tolerance against the single-process
+    reference (empty when every rank is within tolerance of the reference but not of each other).
+    `max_abs` is the largest difference between two ranks, `max_rel` that difference relative to the
+    reference; `systems` the systems (rows of a per-graph output) where the ranks differ ([] for a
+    global output); `first_module` the first module whose per-system value differs across ranks
+    (None when the layer hooks found none or did not run).
+    """
+
+    output: str
+    kind: str
+    ranks: list[int]
+    off_reference: list[int]
+    max_abs: float
+    max_rel: float
+    systems: list[int] = dataclasses.field(default_factory=list)
+    first_module: DivergentModule | None = None
+
+    @property
+    def summary(self) -> str:
+        """One line: the output, the ranks, the size of the difference and the systems."""
+        ranks = ", ".join(str(r) for r in self.ranks)
+        text = f"ranks {ranks} disagree on {self.output} ({self.kind}, replicated): max |Δ| {self.max_abs:.3g}"
+        if self.systems:
+            text += f" in system{'s' if len(self.systems) > 1 else ''} {', '.join(str(s) for s in self.systems[:8])}"
+            text += ", …" if len(self.systems) > 8 else ""
+        if self.off_reference:
+            off = ", ".join(str(r) for r in self.off_reference)
+            text += f"; rank{'s' if len(self.off_reference) > 1 else ''} {off} off the single-process value"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus the derived `summary`; non-finite numbers as strings."""
+        return {
+            "output": self.output,
+            "kind": self.kind,
+            "ranks": [int(r) for r in self.ranks],
+            "off_reference": [int(r) for r in self.off_reference],
+            "max_abs": _enc_float(self.max_abs),
+            "max_rel": _enc_float(self.max_rel),
+            "systems": [int(s) for s in self.systems],
+            "first_module": None if self.first_module is None else self.first_module.to_dict(),
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RankDisagreement:
+        """Read one; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> RankDisagreement:
+        m = _fields(
+            d,
+            path,
+            ("output", "kind", "ranks", "off_reference", "max_abs", "max_rel"),
+            ("systems", "first_module"),
+            ignored=("summary",),
+        )
+        first = m.get("first_module")
+        return cls(
+            output=_get_str(m, "output", path),
+            kind=_get_str(m, "kind", path),
+            ranks=_dec_list(m["ranks"], (*path, "ranks"), _dec_int),
+            off_reference=_dec_list(m["off_reference"], (*path, "off_reference"), _dec_int),
+            max_abs=_dec_float(m["max_abs"], (*path, "max_abs")),
+            max_rel=_dec_float(m["max_rel"], (*path, "max_rel")),
+            systems=_dec_list(m.get("systems", []), (*path, "systems"), _dec_int),
+            first_module=None if first is None else DivergentModule._read(first, (*path, "first_module")),
+        )
+
+
+@dataclass(eq=False)
+class Rollback(_Record):
+    """An auto-fix attempt that made the comparison worse than attempt `to_attempt` (by `attempt_rank`):
+    its mutation was dropped and the next attempt started from `to_attempt`'s spec. `reason` says how
+    it was worse, in words."""
+
+    to_attempt: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"to_attempt", "reason"}`."""
+        return {"to_attempt": int(self.to_attempt), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Rollback:
+        """Read one; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> Rollback:
+        m = _fields(d, path, ("to_attempt", "reason"))
+        return cls(to_attempt=_dec_int(m["to_attempt"], (*path, "to_attempt")), reason=_get_str(m, "reason", path))
+
+
+def _read_rollback(value: object, path: _PathT) -> Rollback | None:
+    return None if value is None else Rollback._read(value, path)
+
+
+@dataclass(eq=False)
+class CrashTrace(_Record):
+    """What a rank that raised had recorded before it did: `handler_counts` (the dispatch trace so far)
+    and `modules`, the sub-modules whose forward had returned, in call order (`"name#call"`; the
+    last one is the last module that finished before the crash). `phase` is the rank's phase then."""
+
+    rank: int
+    phase: str
+    handler_counts: dict[str, int]
+    modules: list[str]
+
+    @property
+    def last_module(self) -> str | None:
+        """The last module whose forward returned before the crash, None if none did."""
+        return self.modules[-1] if self.modules else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field."""
+        return {
+            "rank": int(self.rank),
+            "phase": self.phase,
+            "handler_counts": {k: int(v) for k, v in self.handler_counts.items()},
+            "modules": list(self.modules),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CrashTrace:
+        """Read one; raises `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls, d: object, path: _PathT) -> CrashTrace:
+        m = _fields(d, path, ("rank", "phase", "handler_counts", "modules"))
+        return cls(
+            rank=_dec_int(m["rank"], (*path, "rank")),
+            phase=_get_str(m, "phase", path),
+            handler_counts=_dec_str_map(m["handler_counts"], (*path, "handler_counts"), _dec_int),
+            modules=_dec_list(m["modules"], (*path, "modules"), _dec_str),
+        )
+
+
+@dataclass(eq=False)
 class Attempt(_Record):
     """One distributed run (or re-consolidation) under one spec, compared with the reference.
 
@@ -727,6 +926,11 @@ class Attempt(_Record):
     phase to seconds. `reused_run` is True when the attempt re-consolidated an earlier run's per-rank
     outputs instead of running ranks. `unrouted` lists the aggregations the ranks ran that no handler
     routed (`UnroutedOp`, merged over ranks); absent in older reports, read as [].
+    `rank_disagreements` lists the replicated outputs whose value differs between ranks
+    (`RankDisagreement`; any entry fails the attempt). `rolled_back` is set when this auto-fix attempt
+    made things worse and the next one started from an earlier spec (`Rollback`). `crash_traces` hold,
+    for each rank that raised, the handler counts and modules it had recorded before (`CrashTrace`).
+    All three are absent in older reports and read as [] / None / [].
     """
 
     index: int
@@ -746,6 +950,9 @@ class Attempt(_Record):
     timings: dict[str, float]
     reused_run: bool = False
     unrouted: list[UnroutedOp] = dataclasses.field(default_factory=list)
+    rank_disagreements: list[RankDisagreement] = dataclasses.field(default_factory=list)
+    rolled_back: Rollback | None = None
+    crash_traces: list[CrashTrace] = dataclasses.field(default_factory=list)
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -784,6 +991,9 @@ class Attempt(_Record):
             "timings": {k: _enc_float(v) for k, v in self.timings.items()},
             "reused_run": bool(self.reused_run),
             "unrouted": [u.to_dict() for u in self.unrouted],
+            "rank_disagreements": [d.to_dict() for d in self.rank_disagreements],
+            "rolled_back": None if self.rolled_back is None else self.rolled_back.to_dict(),
+            "crash_traces": [c.to_dict() for c in self.crash_traces],
         }
 
     @classmethod
@@ -793,7 +1003,7 @@ class Attempt(_Record):
 
     @classmethod
     def _read(cls, d: object, path: _PathT) -> Attempt:
-        optional = ("reused_run", "unrouted")  # absent in reports of older versions
+        optional: tuple[str, ...] = ("reused_run", "unrouted", "rank_disagreements", "rolled_back", "crash_traces")
         required = [f.name for f in dataclasses.fields(cls) if f.name not in optional]
         m = _fields(d, path, required, optional, ignored=("failing_outputs",))
         error = m["error"]
@@ -815,6 +1025,11 @@ class Attempt(_Record):
             timings=_dec_str_map(m["timings"], (*path, "timings"), _dec_float),
             reused_run=_dec_bool(m["reused_run"], (*path, "reused_run")) if "reused_run" in m else False,
             unrouted=_dec_list(m.get("unrouted", []), (*path, "unrouted"), UnroutedOp._read),
+            rank_disagreements=_dec_list(
+                m.get("rank_disagreements", []), (*path, "rank_disagreements"), RankDisagreement._read
+            ),
+            rolled_back=_read_rollback(m.get("rolled_back"), (*path, "rolled_back")),
+            crash_traces=_dec_list(m.get("crash_traces", []), (*path, "crash_traces"), CrashTrace._read),
         )
 
 
@@ -865,6 +1080,43 @@ class DeadlineReached(_Record):
         )
 
 
+# --------------------------------------------------------------------------------------------------
+# The one definition of the best attempt
+
+
+def _badness(value: float | None) -> float:
+    """A difference as a sort key: None (not computable) and NaN count as infinitely bad."""
+    return math.inf if value is None or math.isnan(value) else value
+
+
+def attempt_rank(attempt: Attempt) -> tuple[int, int, float]:
+    """How good an attempt is, lower is better: `(tier, failing, worst)`.
+
+    `tier` is 0 for an attempt that passed, 1 for one whose outputs were compared, 2 for one that
+    ended before any comparison (an error without verdicts); `failing` is its number of failing
+    outputs; `worst` the largest `max_rel_diff` among them (None or NaN count as infinite). The
+    engine rolls an auto-fix attempt back when its rank is worse than the best so far.
+    """
+    if attempt.passed:
+        return (0, 0, 0.0)
+    if not attempt.verdicts:
+        return (2, 0, math.inf)
+    failing = [v for v in attempt.verdicts.values() if not v.passed]
+    worst = max((_badness(v.max_rel_diff) for v in failing), default=0.0)
+    return (1, len(failing), worst)
+
+
+def best_attempt_index(attempts: Sequence[Attempt]) -> int | None:
+    """The position of the attempt a report stands on, None when there are none: the attempt with the
+    lowest `attempt_rank` (so the first that passed, else the compared one with the fewest failing
+    outputs and then the smallest worst relative difference), the earliest on ties — a later attempt
+    that is no better never replaces it. The engine, the report, the CLI, the daemon and the panel
+    all use this one rule through `TraceReport.best_index`."""
+    if not attempts:
+        return None
+    return min(range(len(attempts)), key=lambda i: (attempt_rank(attempts[i]), i))
+
+
 @dataclass(eq=False)
 class TraceReport(_Record):
     """The result of one validation: the bottom line, the working (or best) spec and every attempt.
@@ -876,7 +1128,12 @@ class TraceReport(_Record):
     versions and timings; an optional `"root"` (project directory) picks the traceback frame to show.
     `target` says what was validated, e.g. `{"factory": {"file", "line", "qualname"}, "sample": {...},
     "spec_path": ...}`. `deadline` is set when the whole-validation deadline stopped it early (its
-    JSON field is written only then).
+    JSON field is written only then). `best_index` is the position in `attempts` of the attempt the
+    report stands on (JSON `best_attempt`): the engine sets it with `best_attempt_index`, the one
+    definition of "best"; `spec`, the headline in `next_action`, the verdict, the CLI, the daemon and
+    the editor panel all read it, never recompute it. Left None with attempts present (a report built
+    by hand, or read from an older document that lacks it), it is computed with `best_attempt_index`;
+    a value out of range raises `ValueError`.
     """
 
     ok: bool
@@ -886,32 +1143,32 @@ class TraceReport(_Record):
     meta: dict[str, Any]
     target: dict[str, Any] | None = None
     deadline: DeadlineReached | None = None
+    best_index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.best_index is None:
+            self.best_index = best_attempt_index(self.attempts)
+        elif isinstance(self.best_index, bool) or not 0 <= self.best_index < len(self.attempts):
+            raise ValueError(
+                f"best_index {self.best_index!r} is not the position of one of the {len(self.attempts)} attempts"
+            )
 
     # ---- derived
 
     @property
     def best_attempt(self) -> Attempt | None:
-        """The attempt the report stands on, None when there are no attempts.
-
-        The first attempt that passed; else, among attempts that produced verdicts, the one with the
-        fewest failing outputs (the latest on ties); else the last attempt.
-        """
-        for attempt in self.attempts:
-            if attempt.passed:
-                return attempt
-        compared = [a for a in self.attempts if a.verdicts]
-        if compared:
-            fewest = min(len(a.failing_outputs) for a in compared)
-            return [a for a in compared if len(a.failing_outputs) == fewest][-1]
-        return self.attempts[-1] if self.attempts else None
+        """The attempt the report stands on (`attempts[best_index]`), None when there are no attempts."""
+        if self.best_index is None or not 0 <= self.best_index < len(self.attempts):
+            return None
+        return self.attempts[self.best_index]
 
     @property
     def fix_applied(self) -> str | None:
-        """The rationale of the passing attempt when it is not the first attempt; None otherwise."""
-        for position, attempt in enumerate(self.attempts):
-            if attempt.passed:
-                return attempt.rationale if position > 0 else None
-        return None
+        """The rationale of the best attempt when it passed and is not the first attempt; None otherwise."""
+        best = self.best_attempt
+        if best is None or not best.passed or best is self.attempts[0]:
+            return None
+        return best.rationale
 
     @property
     def verdict(self) -> str:
@@ -931,15 +1188,14 @@ class TraceReport(_Record):
     # ---- JSON
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document: `report_version`, every field, and the derived `verdict`,
-        `fix_applied` and `best_attempt` (the position of the best attempt in `attempts`, or null)."""
-        best = self.best_attempt
+        """The JSON document: `report_version`, every field (`best_index` as `best_attempt`: the position
+        of the best attempt in `attempts`, or null), and the derived `verdict` and `fix_applied`."""
         return {
             "report_version": REPORT_VERSION,
             "ok": bool(self.ok),
             "verdict": self.verdict,
             "fix_applied": self.fix_applied,
-            "best_attempt": None if best is None else next(i for i, a in enumerate(self.attempts) if a is best),
+            "best_attempt": None if self.best_attempt is None else int(self.best_index or 0),
             "next_action": self.next_action,
             "spec": self.spec.to_dict(),
             "attempts": [a._encode(("attempts", i)) for i, a in enumerate(self.attempts)],
@@ -968,19 +1224,26 @@ class TraceReport(_Record):
             d,
             (),
             ("ok", "spec", "attempts", "next_action", "meta"),
-            ("target", "deadline"),
-            ignored=("report_version", "verdict", "fix_applied", "best_attempt"),
+            ("target", "deadline", "best_attempt"),
+            ignored=("report_version", "verdict", "fix_applied"),
         )
         target = m.get("target")
         deadline = m.get("deadline")
+        attempts = _dec_list(m["attempts"], ("attempts",), Attempt._read)
+        best = _dec_opt_int(m.get("best_attempt"), ("best_attempt",))
+        if best is not None and not 0 <= best < len(attempts):
+            raise _bad(("best_attempt",), f"expected the position of one of the {len(attempts)} attempts, got {best}")
+        if best is None and attempts and "best_attempt" in m:
+            raise _bad(("best_attempt",), "null, but the report has attempts: expected the position of one of them")
         return cls(
             ok=_dec_bool(m["ok"], ("ok",)),
             spec=_dec_spec(m["spec"], ("spec",)),
-            attempts=_dec_list(m["attempts"], ("attempts",), Attempt._read),
+            attempts=attempts,
             next_action=_get_str(m, "next_action", ()),
             meta=_dec_free_dict(m["meta"], ("meta",)),
             target=None if target is None else _dec_free_dict(target, ("target",)),
             deadline=None if deadline is None else DeadlineReached._read(deadline, ("deadline",)),
+            best_index=best,
         )
 
     def to_json(self, *, indent: bool = False) -> str:
@@ -1142,8 +1405,22 @@ class _Renderer:
             where = f" (called from {u.call_file}:{u.call_line})" if u.call_file else ""
             text = f"{u.op} ×{u.count} {u.aggregation} in {u.origin} at {u.location}{where}"
             self.add(self.paint("unrouted:", "yellow") + " " + _clean(text, one_line=True), 2)
+        for d in a.rank_disagreements:
+            self.add(self.paint("ranks disagree:", "red") + " " + _clean(d.summary, one_line=True), 2)
+            m = d.first_module
+            if m is not None:
+                text = f"first module whose per-system value differs across ranks: {m.module} ({m.cls}), max |Δ| "
+                self.add(_clean(text + _num(m.max_abs), one_line=True), 4)
+        if a.rolled_back is not None:
+            text = f"rolled back to attempt {a.rolled_back.to_attempt}: {a.rolled_back.reason}"
+            self.add(self.paint("rolled back:", "yellow") + " " + _clean(text, one_line=True), 2)
         if a.error is not None:
             self.render_error(a.error)
+        for c in a.crash_traces:
+            last = c.last_module or "none"
+            counts = ", ".join(f"{name}={n}" for name, n in c.handler_counts.items()) or "none fired"
+            text = f"before the crash on rank {c.rank} ({c.phase}): handlers {counts}; last module returned: {last}"
+            self.add(_clean(text, one_line=True), 4)
         for h in a.helper_diagnostics:
             if h.flagged:
                 self.render_helper(h)

@@ -83,16 +83,18 @@ def test_switch_per_node_both_directions() -> None:
     # Each copy holds the atom's full value: summing copies doubles atoms 1 and 2 → owned-only fixes it.
     copies = [{"q": torch.tensor([1.0, 2.0, 3.0])}, {"q": torch.tensor([3.0, 2.0])}]
     spec = _spec(output_kinds={"q": "per_node"})
-    fixed, why = RULE["switch_per_node_consolidation"].apply(_context(spec, copies, ref))  # type: ignore[misc]
+    plain = {"autograd_derived": {"q": False}}  # the evidence each direction needs: the reference trace
+    fixed, why = RULE["switch_per_node_consolidation"].apply(_context(spec, copies, ref, reference=plain))  # type: ignore[misc]
     assert fixed.owned_only_outputs == ["q"] and "owned rows only" in why
     # Contributions split over copies (autograd-like): owned-only misses them → summing fixes it.
     parts = [{"q": torch.tensor([1.0, 1.5, 1.0])}, {"q": torch.tensor([2.0, 0.5])}]
     spec = _spec(output_kinds={"q": "per_node"}, owned_only_outputs=["q"])
-    fixed, why = RULE["switch_per_node_consolidation"].apply(_context(spec, parts, ref))  # type: ignore[misc]
+    derived = {"autograd_derived": {"q": True}}
+    fixed, why = RULE["switch_per_node_consolidation"].apply(_context(spec, parts, ref, reference=derived))  # type: ignore[misc]
     assert fixed.owned_only_outputs == [] and "summing" in why
     # Neither consolidation matches: no proposal.
     wrong = [{"q": torch.tensor([9.0, 1.5, 1.0])}, {"q": torch.tensor([2.0, 0.5])}]
-    assert RULE["switch_per_node_consolidation"].apply(_context(spec, wrong, ref)) is None
+    assert RULE["switch_per_node_consolidation"].apply(_context(spec, wrong, ref, reference=derived)) is None
 
 
 def test_declare_helper_adapter_from_diagnosis() -> None:
