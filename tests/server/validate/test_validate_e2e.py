@@ -89,11 +89,19 @@ def test_undeclared_helper_is_flagged_and_adapted(tmp_path: Any) -> None:
 
 
 def test_unwatched_helper_is_still_caught_by_the_dispatch_observer() -> None:
+    """Not watched, the scripted helper is named by the dispatch observer and routed by running it eagerly."""
     report = validate_on_cpu(helper_model.model_factory, helper_model.sample_batch(), watched_helper_packages=())
-    assert not report.ok
-    assert report.attempts[0].handler_counts.get("unintercepted[aten.index_add]", 0) > 0
-    assert report.next_action.startswith("FAIL — ")
+    first = report.attempts[0]
+    assert not first.passed
+    assert first.handler_counts.get("unintercepted[aten.index_add]", 0) > 0
+    assert {(u.origin, os.path.basename(u.file or "")) for u in first.unrouted} == {("torchscript", "nbops.py")}
+    assert report.ok and report.attempts[-1].rule == "run_torchscript_eagerly", report.next_action
+    assert report.spec.distribution.torchscript == "eager"
     assert report.meta["watched_helper_packages"] == []
+    unfixed = validate_on_cpu(
+        helper_model.model_factory, helper_model.sample_batch(), watched_helper_packages=(), auto_fix=False
+    )
+    assert unfixed.next_action.startswith("FAIL — ") and "_mol_sum at nbops.py:" in unfixed.next_action
 
 
 def test_missing_watched_package_is_listed_in_meta() -> None:
