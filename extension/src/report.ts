@@ -206,23 +206,18 @@ function hasVerdicts(attempt: AttemptJson): boolean {
   return isRecord(attempt.verdicts) && Object.keys(attempt.verdicts).length > 0;
 }
 
-/** The attempt the report stands on: `best_attempt` when written, else the rule of report.py. */
+/**
+ * The attempt the report stands on: `attempts[best_attempt]`, the field the engine writes with the one
+ * definition of "best" (`distcheck.report.best_attempt_index`). Never recomputed here: a report without
+ * a valid `best_attempt` has no best attempt (undefined), and the panel says so.
+ */
 export function bestAttempt(report: ReportJson): AttemptJson | undefined {
   const attempts = attemptsOf(report);
   const index = report.best_attempt;
-  if (typeof index === "number" && index >= 0 && index < attempts.length) {
+  if (typeof index === "number" && Number.isInteger(index) && index >= 0 && index < attempts.length) {
     return attempts[index];
   }
-  const passed = attempts.find((a) => a.passed === true);
-  if (passed) {
-    return passed;
-  }
-  const compared = attempts.filter(hasVerdicts);
-  if (compared.length > 0) {
-    const fewest = compared.reduce((m, a) => Math.min(m, failingOutputs(a).length), Number.POSITIVE_INFINITY);
-    return compared.filter((a) => failingOutputs(a).length === fewest).at(-1);
-  }
-  return attempts.at(-1);
+  return undefined;
 }
 
 /** The report's verdict: the written one, else derived as `TraceReport.verdict` does. */

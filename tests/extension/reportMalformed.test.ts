@@ -229,7 +229,7 @@ describe("the report panel on malformed reports", () => {
     first.partition_health = { per_rank: perRank, degenerate: [] };
     const small = Array.from({ length: 150_000 }, (_, i) => ({ index: i + 1, passed: false, rationale: "r", verdicts: { e: { passed: false } } }));
     report.attempts = [...small, first];
-    delete report.best_attempt; // the best attempt is then looked for among all 150 001
+    delete report.best_attempt; // no best attempt written: the panel never searches the 150 001 for one
     const t0 = Date.now();
     const html = renderReportHtml({ target: "t", specUri: null, report: report as never, notice: null }, OPTIONS);
     assert.ok(Date.now() - t0 < 20_000, `took ${Date.now() - t0} ms`);
@@ -238,6 +238,7 @@ describe("the report panel on malformed reports", () => {
     assert.ok(html.length < 60_000_000, `page of ${html.length} characters`);
     // the attempt with the big fields, alone
     report.attempts = [first];
+    report.best_attempt = 0;
     const one = renderReportHtml({ target: "t", specUri: null, report: report as never, notice: null }, OPTIONS);
     assert.match(one, /worst at \[0, 1, 2, 3, 4, 5, 6, 7, …\]/);
     assert.match(one, /report\.attempts\[0\]\.partition_health\.per_rank has 20000 items; the first 100 are shown/);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type ReportJson, summarize, verdictOf } from "../../extension/src/report";
+import { type AttemptJson, type ReportJson, bestAttempt, summarize, verdictOf } from "../../extension/src/report";
 import { StatusModel, statusView, targetFromProgressTitle, verdictText } from "../../extension/src/status";
 import { loadReport } from "./fixtures";
 
@@ -23,7 +23,7 @@ describe("status text per verdict", () => {
     assert.equal(text("worker_error"), "✗ t: error");
   });
 
-  it("derives the verdict when the report does not write it", () => {
+  it("derives the verdict from the report's best attempt when the report does not write it", () => {
     for (const [name, expected] of [
       ["helper_model_failed", "failed"],
       ["helper_model_autofix", "passed"],
@@ -32,10 +32,26 @@ describe("status text per verdict", () => {
     ] as const) {
       const report: ReportJson = loadReport(name);
       delete report.verdict;
-      delete report.best_attempt;
       delete report.attempts[0]?.failing_outputs;
       assert.equal(verdictOf(report), expected, name);
     }
+  });
+
+  it("reads the best attempt from the report and never picks one itself", () => {
+    // Two failing attempts, the second worse: the engine stands on the first (best_attempt 0); a rule
+    // of its own (fewest failing, latest on ties) would pick the worse one.
+    const report: ReportJson = loadReport("helper_model_failed");
+    const first = report.attempts[0] as AttemptJson;
+    const worse: AttemptJson = { ...first, index: 1, rationale: "a mutation that made it worse" };
+    report.attempts = [first, worse];
+    report.best_attempt = 0;
+    assert.equal(bestAttempt(report), first);
+    report.best_attempt = 1;
+    assert.equal(bestAttempt(report), worse);
+    delete report.best_attempt; // an older or malformed report: no best attempt, none made up
+    assert.equal(bestAttempt(report), undefined);
+    report.best_attempt = 7;
+    assert.equal(bestAttempt(report), undefined);
   });
 });
 
