@@ -8,11 +8,12 @@ module overrides how edges reach atoms (`to_atoms`) and atoms reach systems (`to
 
   `scripted_local`     both aggregations in `@torch.jit.script` functions of the same module
   `scripted_imported`  both in scripted functions of `scripted_ops`, imported by name (one calls another)
-  `mask_loop`          per-system sums and means over boolean masks, `torch.stack` of them
+  `scripted_module`    atoms → systems in a scripted `nn.Module` the factory builds
+  `mask_loop`          per-system sums and means over boolean masks (and by the mask's count), stacked
   `method_forms`       `Tensor.index_add_`, `scatter_reduce_`, `index_put_(accumulate=True)`, `t.bincount()`, `out=`
   `multi_total`        `forces = -grad(e_atom.sum(), pos)` on two systems, `e_atom.sum()` / `.mean()` outputs
   `segment_offsets`    `torch.segment_reduce(..., offsets=...)` from distcheck's (global) `bincount`
   `scatter_reduce_forms` `scatter_reduce` mean/amax per system and per edge
-  `unique_counts`      `torch.unique_consecutive(batch, return_counts=True)` counts, `repeat_interleave`
+  `unique_counts`      `unique_consecutive` / `unique` counts and inverse of the system index, `repeat_interleave`
   `named_only`         a per-system product (`scatter_reduce(prod)`): no distributed form, named, not fixed
 """

@@ -1,5 +1,5 @@
-"""Per-system sums over boolean masks: `torch.stack([e[batch.batch == s].sum() for s in range(n)])`, and a
-per-system mean the same way."""
+"""Per-system sums over boolean masks: `torch.stack([e[batch.batch == s].sum() for s in range(n)])`, a
+per-system mean the same way, and one divided by the mask's count `(batch.batch == s).sum()`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from examples.accuracy.base import AccuracyModel, sample_batch, spec_with
 
 __all__ = ["SPEC", "MaskLoop", "buggy_model_factory", "model_factory", "sample_batch"]
 
-SPEC = spec_with({"mean_energy": "per_graph"})
+SPEC = spec_with({"mean_energy": "per_graph", "mean_by_count": "per_graph"})
 
 
 class MaskLoop(AccuracyModel):
@@ -21,7 +21,8 @@ class MaskLoop(AccuracyModel):
 
     def extra_outputs(self, e_atom: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         means = [e_atom[batch.batch == s].mean() for s in range(batch.num_systems)]
-        return {"mean_energy": torch.stack(means)}
+        by_count = [e_atom[batch.batch == s].sum() / (batch.batch == s).sum() for s in range(batch.num_systems)]
+        return {"mean_energy": torch.stack(means), "mean_by_count": torch.stack(by_count)}
 
 
 def model_factory() -> MaskLoop:

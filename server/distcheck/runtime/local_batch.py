@@ -44,7 +44,8 @@ class LocalBatch(Batch):
     @property
     def num_owned(self) -> int:
         """Rows this rank owns."""
-        return int(self.owned_mask.sum())
+        with self.rank_context.handlers_suspended():
+            return int(self.owned_mask.sum())
 
 
 def make_local_batch(batch: Batch, ctx: RankContext) -> LocalBatch:

@@ -10,7 +10,8 @@ source location, in `RankContext.unrouted` (`runtime.unrouted`).
 Recognised: scatter-like ops along dim 0 (`index_add`, `scatter_add`, `scatter_reduce`,
 `index_reduce`, `scatter` with a reduce, accumulating `index_put`) into a per-system target (from
 atoms or from edges) or, under `halo_correction`, into a per-atom target from a per-edge index;
-`segment_reduce` of per-atom data; `bincount` of a per-atom index; `sum`/`mean` over the atoms.
+`segment_reduce` of per-atom data; `bincount` of a per-atom index; `sum`/`mean` over the atoms; and
+an opaque (non-aten) kernel whose shapes show one of those (`classify_kernel`), named after itself.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .context import RankContext
 from .unrouted import aten_kind, record_unrouted
 
-__all__ = ["PythonLevel", "ScatterObserver", "classify_aten"]
+__all__ = ["PythonLevel", "ScatterObserver", "classify_aten", "classify_kernel"]
 
 
 class PythonLevel:
@@ -107,6 +108,31 @@ def classify_aten(ctx: RankContext, name: str, a: Mapping[str, Any]) -> str | No
     return None
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def classify_kernel(ctx: RankContext, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> str | None:
+    """What an opaque kernel aggregates, read off its shapes: per-atom rows in and per-system rows out
+    (atoms → systems), or, under `halo_correction`, other rows in and per-atom rows out (edges → atoms)."""
+    n, b = ctx.num_local, ctx.num_systems
+    if n <= b:
+        return None
+    ins = {_rows(t) for t in _tensors((args, kwargs)) if t.is_floating_point()}
+    outs = {_rows(t) for t in _tensors(out) if t.is_floating_point()}
+    if b in outs and n in ins:
+        return "per_atom_to_per_system"
+    if n in outs and n not in ins and ins - {None, b} and ctx.scatter_mode == "halo_correction":
+        return "per_edge_to_per_atom"
+    return None
+
+
 class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
     """Counts and names the aggregations issued outside Python-level calls (TorchScript, `torch.ops`
     kernels, C++): `unintercepted[<aten op>]` in the handler counts, an entry in `ctx.unrouted`.
@@ -126,6 +152,13 @@ class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
         kwargs = kwargs or {}
         if PythonLevel.depth == 0 and not self.ctx.suspended:
             name = func._schema.name
+            if not name.startswith(("aten::", "prim::")):  # an opaque kernel: judged by what goes in and out
+                out = func(*args, **kwargs)
+                aggregation = classify_kernel(self.ctx, args, kwargs, out)
+                if aggregation is not None:
+                    self.ctx.count(f"unintercepted[{name}]")
+                    record_unrouted(self.ctx, name, aggregation, "custom_op", function=name)
+                return out
             kind = aten_kind(name)
             if kind in _SCATTERS or kind in _TOTALS or kind in ("aten::segment_reduce", "aten::bincount"):
                 aggregation = classify_aten(self.ctx, name, _bind(func, args, kwargs))

@@ -215,8 +215,10 @@ def atom_total(
     boolean-mask selection of atoms: the total over every atom held by any rank, as in one process."""
     a = _bind(args, kwargs, ("input", "dim", "keepdim"))
     x = a.get("input")
-    if not isinstance(x, torch.Tensor) or x.ndim == 0 or not x.is_floating_point() or a.get("out") is not None:
+    if not isinstance(x, torch.Tensor) or x.ndim == 0 or a.get("out") is not None:
         return None
+    if not x.is_floating_point():
+        return None if mean or x.is_complex() else _atom_count(ctx, x, a)
     rows = atom_rows(x)
     if rows is not None:
         owned = rows.owned
@@ -251,5 +253,25 @@ def atom_total(
         rest = math.prod(int(x.shape[d]) for d in (dims or range(x.ndim)) if d != 0)
         count = all_reduce_sum(owned.to(device=x.device, dtype=total.dtype).sum(), ctx) * rest
         return total / count
+
+    return run
+
+
+def _atom_count(ctx: RankContext, x: torch.Tensor, a: Mapping[str, Any]) -> Callable[[], Any] | None:
+    """`(batch == s).sum()`: a count over a boolean or integer per-atom vector is the count over every
+    atom, as in one process (like `bincount` under the handlers)."""
+    rows = atom_rows(x)
+    owned = rows.owned if rows is not None else None
+    if owned is None and x.shape[0] == ctx.num_local and ctx.num_local > 1 and ctx.num_local != ctx.num_systems:
+        owned = ctx.owned_mask
+    if owned is None or x.ndim != 1 or a.get("dim") not in (None, 0, -1, (0,), [0]) or a.get("keepdim"):
+        return None
+    if a.get("dtype") is not None:
+        return None
+
+    def run() -> torch.Tensor:
+        ctx.count("per_system_reduce")
+        part = torch.where(owned.to(x.device), x.to(torch.long), torch.zeros((), dtype=torch.long, device=x.device))
+        return all_reduce_sum(part.sum().to(torch.float64), ctx).round().to(torch.long)
 
     return run

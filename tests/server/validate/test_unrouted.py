@@ -29,13 +29,14 @@ from examples.accuracy import (
     scatter_reduce_forms,
     scripted_imported,
     scripted_local,
+    scripted_module,
     scripted_ops,
     segment_offsets,
     unique_counts,
 )
 
 ROUTED = [mask_loop, method_forms, multi_total, segment_offsets, scatter_reduce_forms, unique_counts]
-SCRIPTED = [scripted_local, scripted_imported]
+SCRIPTED = [scripted_local, scripted_imported, scripted_module]
 OPTIONS: dict[str, Any] = {"world_size": 2, "timeout_sec": 60.0, "max_fix_attempts": 3}
 
 
@@ -85,6 +86,9 @@ def test_buggy_twin_of_a_routed_form_still_fails(module: ModuleType) -> None:
 # -- scripted aggregations --------------------------------------------------------------------------
 def _expected_sites(module: ModuleType) -> dict[str, tuple[str, int, str]]:
     """aggregation → (file, line, function) of the scripted op the model runs."""
+    if module is scripted_module:
+        file, line = _marked(scripted_module, "# unrouted: per-atom -> per-system")
+        return {"per_atom_to_per_system": (file, line, "SystemSum.forward")}
     home = scripted_local if module is scripted_local else scripted_ops
     edge_file, edge_line = _marked(home, "# unrouted: per-edge -> per-atom")
     sys_file, sys_line = _marked(home, "# unrouted: per-atom -> per-system")
@@ -111,15 +115,13 @@ def test_scripted_aggregations_are_named_and_fixed_by_running_them_eagerly(modul
     assert fixed.unrouted == []
     # named: op, count, the scripted function's own file:line, and the Python line that called it
     named = _by_aggregation(first)
-    for aggregation, (file, line, function) in _expected_sites(module).items():
+    expected = _expected_sites(module)
+    assert set(named) == set(expected)
+    for aggregation, (file, line, function) in expected.items():
         op = named[aggregation]
         assert op.origin == "torchscript" and (op.file, op.line, op.function) == (file, line, function), op
-        assert op.count == 2 and op.ranks == [0, 1]
+        assert op.count == 2 and op.ranks == [0, 1] and op.op in ("aten.index_add", "aten.scatter_add")
         assert op.call_file == os.path.abspath(inspect.getsourcefile(module) or "")
-    assert {named["per_edge_to_per_atom"].op, named["per_atom_to_per_system"].op} <= {
-        "aten.index_add",
-        "aten.scatter_add",
-    }
     assert "run_torchscript_eagerly" in report.next_action and report.next_action.startswith("OK — ")
 
 
@@ -166,6 +168,27 @@ def test_form_without_a_handler_is_named_at_its_python_line_and_not_fixed() -> N
     # eager TorchScript cannot help a Python-level form: no such fix is tried or recorded
     assert all(a.rule != "run_torchscript_eagerly" for a in report.attempts)
     assert report.spec.distribution.torchscript == "scripted"
+
+
+def test_undeclared_custom_op_is_named_with_the_kernel() -> None:
+    """An undeclared `torch.ops` kernel that aggregates atoms into systems is named after itself, at the
+    Python line that calls it."""
+    from distcheck import run_distributed
+    from distcheck.runtime import load_object
+
+    models = os.path.join(os.path.dirname(__file__), "..", "runtime", "handler_models.py")
+    batch = load_object(f"{models}:sample_single")()
+    run = run_distributed(f"{models}:factory_custom_op", batch, {"format": "distcheck-spec", "version": 1})
+    ops = merge_unrouted([(r.rank, r.unrouted) for r in run.records])
+    assert [(u.op, u.aggregation, u.origin, u.function, os.path.basename(u.file or "")) for u in ops] == [
+        (
+            "distcheck_test::system_sum",
+            "per_atom_to_per_system",
+            "custom_op",
+            "distcheck_test::system_sum",
+            "handler_models.py",
+        )
+    ]
 
 
 # -- the typed record -------------------------------------------------------------------------------
