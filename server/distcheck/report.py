@@ -37,11 +37,29 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from distcheck.spec import MLIPSpec, SpecError
+
+if TYPE_CHECKING:
+    from distcheck.report_checks import (
+        ReceptiveField,
+        RoundoffFloor,
+        SampleWarning,
+        SuspiciousOutput,
+        SystemHealth,
+    )
+
+
+def _checks() -> ModuleType:
+    """`distcheck.report_checks` (the trust-check records), imported when first needed: it builds on
+    this module's codec, so it cannot be imported at the top."""
+    import distcheck.report_checks as checks
+
+    return checks
 
 __all__ = [
     "DEADLINE_STAGES",
@@ -71,9 +89,10 @@ __all__ = [
 REPORT_VERSION = 1
 """The newest report version this distcheck reads and the version it writes."""
 
-VERDICT_STATUSES: tuple[str, ...] = ("ok", "mismatch", "missing", "shape", "nonfinite")
+VERDICT_STATUSES: tuple[str, ...] = ("ok", "mismatch", "missing", "shape", "nonfinite", "suspicious")
 """`OutputVerdict.status` values: within tolerance, out of tolerance, absent from the distributed
-outputs, wrong shape, non-finite values where the reference is finite."""
+outputs, wrong shape, non-finite values where the reference is finite, within tolerance but far
+above the round-off floor (`report_checks.SuspiciousOutput`; not passed)."""
 
 REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
 """`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
@@ -931,6 +950,10 @@ class Attempt(_Record):
     made things worse and the next one started from an earlier spec (`Rollback`). `crash_traces` hold,
     for each rank that raised, the handler counts and modules it had recorded before (`CrashTrace`).
     All three are absent in older reports and read as [] / None / [].
+    `suspicious` lists the outputs within tolerance whose error is far above the round-off floor
+    (`report_checks.SuspiciousOutput`; any entry fails the attempt); `system_health` the systems of
+    the batch some rank cannot test (`report_checks.SystemHealth`; each is also a `degenerate`
+    message). Both absent in older reports, read as [].
     """
 
     index: int
@@ -953,6 +976,8 @@ class Attempt(_Record):
     rank_disagreements: list[RankDisagreement] = dataclasses.field(default_factory=list)
     rolled_back: Rollback | None = None
     crash_traces: list[CrashTrace] = dataclasses.field(default_factory=list)
+    suspicious: list[SuspiciousOutput] = dataclasses.field(default_factory=list)
+    system_health: list[SystemHealth] = dataclasses.field(default_factory=list)
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -994,6 +1019,8 @@ class Attempt(_Record):
             "rank_disagreements": [d.to_dict() for d in self.rank_disagreements],
             "rolled_back": None if self.rolled_back is None else self.rolled_back.to_dict(),
             "crash_traces": [c.to_dict() for c in self.crash_traces],
+            "suspicious": [x.to_dict() for x in self.suspicious],
+            "system_health": [x.to_dict() for x in self.system_health],
         }
 
     @classmethod
@@ -1004,6 +1031,7 @@ class Attempt(_Record):
     @classmethod
     def _read(cls, d: object, path: _PathT) -> Attempt:
         optional: tuple[str, ...] = ("reused_run", "unrouted", "rank_disagreements", "rolled_back", "crash_traces")
+        optional += ("suspicious", "system_health")
         required = [f.name for f in dataclasses.fields(cls) if f.name not in optional]
         m = _fields(d, path, required, optional, ignored=("failing_outputs",))
         error = m["error"]
@@ -1030,6 +1058,8 @@ class Attempt(_Record):
             ),
             rolled_back=_read_rollback(m.get("rolled_back"), (*path, "rolled_back")),
             crash_traces=_dec_list(m.get("crash_traces", []), (*path, "crash_traces"), CrashTrace._read),
+            suspicious=_dec_list(m.get("suspicious", []), (*path, "suspicious"), _checks().SuspiciousOutput._read),
+            system_health=_dec_list(m.get("system_health", []), (*path, "system_health"), _checks().SystemHealth._read),
         )
 
 
@@ -1117,6 +1147,17 @@ def best_attempt_index(attempts: Sequence[Attempt]) -> int | None:
     return min(range(len(attempts)), key=lambda i: (attempt_rank(attempts[i]), i))
 
 
+def _read_checks(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's trust-check fields (`receptive_field`, `roundoff`, `sample_warnings`) as keywords."""
+    checks = _checks()
+    field, floor = m.get("receptive_field"), m.get("roundoff")
+    return {
+        "receptive_field": None if field is None else checks.ReceptiveField._read(field, ("receptive_field",)),
+        "roundoff": None if floor is None else checks.RoundoffFloor._read(floor, ("roundoff",)),
+        "sample_warnings": _dec_list(m.get("sample_warnings", []), ("sample_warnings",), checks.SampleWarning._read),
+    }
+
+
 @dataclass(eq=False)
 class TraceReport(_Record):
     """The result of one validation: the bottom line, the working (or best) spec and every attempt.
@@ -1134,6 +1175,9 @@ class TraceReport(_Record):
     the editor panel all read it, never recompute it. Left None with attempts present (a report built
     by hand, or read from an older document that lacks it), it is computed with `best_attempt_index`;
     a value out of range raises `ValueError`.
+    `receptive_field` (`report_checks.ReceptiveField`), `roundoff` (`report_checks.RoundoffFloor`) and
+    `sample_warnings` (`report_checks.SampleWarning`) say how far the verdict can be trusted; each is
+    written to JSON only when set or non-empty.
     """
 
     ok: bool
@@ -1144,6 +1188,9 @@ class TraceReport(_Record):
     target: dict[str, Any] | None = None
     deadline: DeadlineReached | None = None
     best_index: int | None = None
+    receptive_field: ReceptiveField | None = None
+    roundoff: RoundoffFloor | None = None
+    sample_warnings: list[SampleWarning] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.best_index is None:
@@ -1202,6 +1249,9 @@ class TraceReport(_Record):
             "meta": _enc_free_dict(self.meta, ("meta",)),
             "target": _enc_free_dict(self.target, ("target",)),
             **({} if self.deadline is None else {"deadline": self.deadline.to_dict()}),
+            **({} if self.receptive_field is None else {"receptive_field": self.receptive_field.to_dict()}),
+            **({} if self.roundoff is None else {"roundoff": self.roundoff.to_dict()}),
+            **({"sample_warnings": [w.to_dict() for w in self.sample_warnings]} if self.sample_warnings else {}),
         }
 
     @classmethod
@@ -1224,7 +1274,7 @@ class TraceReport(_Record):
             d,
             (),
             ("ok", "spec", "attempts", "next_action", "meta"),
-            ("target", "deadline", "best_attempt"),
+            ("target", "deadline", "best_attempt", "receptive_field", "roundoff", "sample_warnings"),
             ignored=("report_version", "verdict", "fix_applied"),
         )
         target = m.get("target")
@@ -1244,6 +1294,7 @@ class TraceReport(_Record):
             target=None if target is None else _dec_free_dict(target, ("target",)),
             deadline=None if deadline is None else DeadlineReached._read(deadline, ("deadline",)),
             best_index=best,
+            **_read_checks(m),
         )
 
     def to_json(self, *, indent: bool = False) -> str:
@@ -1387,6 +1438,21 @@ class _Renderer:
         fix = r.fix_applied
         if fix is not None:
             self.add(_clean(f"fix applied: {fix}", one_line=True), 2)
+        self.render_checks()
+
+    def render_checks(self) -> None:
+        """The receptive field, the round-off floor and the sample warnings, one line each."""
+        r, checks = self.report, _checks()
+        if r.receptive_field is not None:
+            line = checks.receptive_line(r.receptive_field)
+            style = "yellow" if r.receptive_field.under_declared else "dim"
+            self.add(self.paint(line.split(":", 1)[0] + ":", style) + _clean(line.split(":", 1)[1], one_line=True), 2)
+        if r.roundoff is not None and r.roundoff.status == "measured":
+            floors = ", ".join(f"{k} {_num(v)}" for k, v in r.roundoff.floors.items())
+            text = f"round-off floor ({r.roundoff.note}): {floors}"
+            self.add(_clean(text, one_line=True), 2)
+        for w in r.sample_warnings:
+            self.add(self.paint("sample:", "yellow") + " " + _clean(f"{w.message} {w.remedy}", one_line=True), 2)
 
     def render_attempt(self, a: Attempt) -> None:
         status = self.paint("PASS", "green") if a.passed else self.paint("FAIL", "red")
@@ -1401,6 +1467,8 @@ class _Renderer:
             self.add(_clean(f"handlers: {counts}", one_line=True), 2)
         else:
             self.add("handlers: none fired", 2)
+        for x in a.suspicious:
+            self.add(self.paint("suspicious:", "yellow") + " " + _clean(_checks().suspicious_line(x), one_line=True), 2)
         for u in a.unrouted:
             where = f" (called from {u.call_file}:{u.call_line})" if u.call_file else ""
             text = f"{u.op} ×{u.count} {u.aggregation} in {u.origin} at {u.location}{where}"

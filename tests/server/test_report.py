@@ -557,3 +557,64 @@ def test_import_does_not_import_torch() -> None:
     code = "import distcheck.report, sys; assert 'torch' not in sys.modules, 'torch was imported'"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+# -- trust-check records (report_checks) -----------------------------------------------------------
+
+
+def _checked_report() -> TraceReport:
+    from distcheck.report_checks import ReceptiveField, RoundoffFloor, SampleWarning, SuspiciousOutput, SystemHealth
+
+    passed = _attempt(0, PRIOR, passed=True)
+    passed.suspicious = [SuspiciousOutput("energy", "per_graph", 2.5e-7, 1e-13, 2.5e6, 100.0)]
+    passed.verdicts["energy"].status, passed.verdicts["energy"].passed, passed.passed = "suspicious", False, False
+    passed.system_health = [SystemHealth(1, 8, 0, 4, 4, 0, "no_remote", "system 1 (8 atoms) is held whole by rank 0")]
+    report = _report([passed])
+    report.receptive_field = ReceptiveField(
+        "measured", 3.0, 2, 6.0, 3, 9.0, "forces", 2, True, halo_width_set=9.5, note="2 atoms", lower_bound=True
+    )
+    report.roundoff = RoundoffFloor(
+        "measured", {"energy": 1e-13, "forces": math.inf}, {"energy": 1e-14, "forces": None}, 100.0, 0.5, "x"
+    )
+    report.sample_warnings = [SampleWarning("zero_forces", "forces ~0", "rattle", [0], ["forces"])]
+    return report
+
+
+def test_trust_check_records_round_trip() -> None:
+    report = _checked_report()
+    text = report.to_json()
+    again = TraceReport.from_json(text)
+    assert again == report and again.to_json() == text
+    assert again.receptive_field == report.receptive_field and again.roundoff == report.roundoff
+    assert again.attempts[0].suspicious == report.attempts[0].suspicious
+    assert again.attempts[0].system_health == report.attempts[0].system_health
+    assert again.sample_warnings == report.sample_warnings
+    assert again.attempts[0].verdicts["energy"].status == "suspicious"
+    bare = _report([_attempt(0, PRIOR, passed=True)])
+    doc = bare.to_dict()
+    assert not {"receptive_field", "roundoff", "sample_warnings"} & set(doc)  # written only when set
+    del doc["attempts"][0]["suspicious"], doc["attempts"][0]["system_health"]  # an older report
+    assert TraceReport.from_dict(doc) == bare
+    text = report.render_text()
+    assert "receptive field: declared 2 × 3 Å" in text and "UNDER-DECLARED" in text and "a lower bound" in text
+    assert "suspicious: energy" in text and "sample: forces ~0 rattle" in text
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (("receptive_field", "status"), "guessed"),
+        (("roundoff", "status"), "maybe"),
+        (("sample_warnings", 0, "kind"), "odd"),
+        (("attempts", 0, "system_health", 0, "problem"), "no_luck"),
+        (("attempts", 0, "suspicious", 0, "ratio"), "big"),
+    ],
+)
+def test_trust_check_records_are_read_strictly(where: tuple[Any, ...], value: Any) -> None:
+    doc = _checked_report().to_dict()
+    node: Any = doc
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    with pytest.raises(ValueError, match=str(where[-1])):
+        TraceReport.from_dict(doc)

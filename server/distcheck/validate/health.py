@@ -1,7 +1,10 @@
 """Is a distributed run able to prove anything? Partition health and halo completeness.
 
 `partition_health` flags degenerate partitions (a rank with no owned, no halo or no remote atoms, or a
-single rank): a pass on such a partition does not exercise what distribution can break.
+single rank): a pass on such a partition does not exercise what distribution can break. It judges
+each system of a multi-system batch too (`system_health`): a system some rank holds wholly (no
+remote atom), owns nothing of, or has no halo of tests nothing there, so it is named and the
+partition counts as degenerate even when the totals over systems look healthy.
 `halo_completeness` checks that the halo is as deep as the spec's scatter mode needs.
 
 Both take the `RankRecord`s of a run (anything with the same attributes works) and return plain,
@@ -14,10 +17,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..report_checks import SystemHealth
+
 if TYPE_CHECKING:
     from ..runtime.launch import RankRecord
 
-__all__ = ["halo_completeness", "partition_health"]
+__all__ = ["halo_completeness", "partition_health", "system_health"]
 
 _EPS = 1e-9
 """Å of slack when comparing the halo width with the required width (floating-point round-off)."""
@@ -63,7 +68,60 @@ def partition_health(records: Sequence[RankRecord]) -> dict[str, Any]:
                     f"rank {rank} has no remote atoms: every atom is within its halo, so the run never crosses "
                     "a true domain boundary; use a larger sample (longer along one axis) or fewer ranks"
                 )
+    if len(records) > 1:
+        totals = {"no_owned": "owned", "no_halo": "halo", "no_remote": "remote"}
+        degenerate += [  # a rank whose totals already show the problem has its message above
+            issue.message
+            for issue in system_health(records)
+            if per_rank.get(issue.rank, {}).get(totals[issue.problem], 1) != 0
+        ]
     return {"per_rank": per_rank, "degenerate": degenerate}
+
+
+_SYSTEM_MESSAGES = {
+    "no_remote": (
+        "system {s} ({atoms} atoms) is held whole by rank {r} ({owned} owned + {halo} halo, no remote atom): on that "
+        "rank it never crosses a domain boundary, so it tests nothing the single-process run does not; make that "
+        "system longer than 2 × halo width + its slab (e.g. a supercell along its longest axis) or validate it "
+        "in a separate sample"
+    ),
+    "no_owned": (
+        "system {s} ({atoms} atoms): rank {r} owns none of it, so that rank contributes nothing of its own there; "
+        "make the system longer along its longest axis, or use fewer ranks"
+    ),
+    "no_halo": (
+        "system {s} ({atoms} atoms): rank {r} holds no halo atom of it, so no edge of that system crosses ranks "
+        "there; use a denser or periodic version of that system"
+    ),
+}
+
+
+def system_health(records: Sequence[RankRecord]) -> list[SystemHealth]:
+    """Per system of a multi-system batch, each rank that cannot test it (`SYSTEM_PROBLEMS`), with a
+    message naming the system, the rank and what to do. Empty for a one-system batch (the per-rank
+    totals already say it) and for a single rank."""
+    if len(records) < 2:
+        return []
+    systems = {int(c["system"]) for r in records for c in r.per_system}
+    if len(systems) < 2:
+        return []
+    found: list[SystemHealth] = []
+    for rec in sorted(records, key=lambda r: int(r.rank)):
+        for c in rec.per_system:
+            owned, halo, remote = int(c["owned"]), int(c["halo"]), int(c["remote"])
+            atoms = owned + halo + remote
+            if atoms == 0:
+                continue
+            for problem, bad in (("no_owned", owned == 0), ("no_halo", halo == 0), ("no_remote", remote == 0)):
+                if not bad:
+                    continue
+                message = _SYSTEM_MESSAGES[problem].format(
+                    s=int(c["system"]), atoms=atoms, r=int(rec.rank), owned=owned, halo=halo
+                )
+                found.append(
+                    SystemHealth(int(c["system"]), atoms, int(rec.rank), owned, halo, remote, problem, message)
+                )
+    return found
 
 
 def _halo_width(records: Sequence[RankRecord]) -> float | None:

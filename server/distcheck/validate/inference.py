@@ -79,13 +79,15 @@ def infer_spec(
                 notes.append(f"{name} is per-node and not autograd-derived: read from owned rows only")
     if "all_reduce_outputs" not in explicit:
         for name, kind in spec.output_kinds.items():
-            if kind == "per_graph" and derived.get(name, False) and name not in spec.all_reduce_outputs:
+            # a global output of a one-system batch ([3, 3] against a [1, 3, 3] strain) is per graph too
+            if kind in ("per_graph", "global") and derived.get(name, False) and name not in spec.all_reduce_outputs:
                 spec.all_reduce_outputs.append(name)
                 notes.append(f"{name} is a per-graph autograd output (a per-rank partial): all-reduced")
     if "policy.scatter_mode" not in explicit:
         counts: dict[str, int] = reference.get("counts", {})
         aggregates = sum(v for k, v in counts.items() if k.startswith("edge_aggregation"))
-        depth = int(info.get("num_interactions") or 1)
+        measured = (reference.get("receptive_field") or {}).get("measured_depth")
+        depth = max(int(info.get("num_interactions") or 1), int(measured or 0))
         if aggregates and not reference.get("neighbor_cutoffs"):
             spec.distribution.policy.scatter_mode = "local"
             notes.append(

@@ -85,20 +85,30 @@ class ReferenceTrace(TorchFunctionMode):
         return out
 
 
+def _squeezed(shape: Sequence[int]) -> list[int]:
+    """A shape without its size-1 dimensions: `[1, 3, 3]` and `[3, 3]` are the same per-graph value."""
+    return [int(d) for d in shape if int(d) != 1]
+
+
 def _autograd_derived(outputs: Mapping[str, torch.Tensor], trace: ReferenceTrace, batch: Batch) -> dict[str, bool]:
     derived: dict[str, bool] = {}
-    extra_shapes = [s for s in trace.grad_input_shapes if s != [batch.num_atoms, 3]]
+    extra_shapes = [_squeezed(s) for s in trace.grad_input_shapes if s != [batch.num_atoms, 3]]
     for name, value in outputs.items():
         v = value.detach()
         # allclose raises on mixed dtypes: compare in the output's dtype (integer outputs, which the
         # validator refuses anyway, are never autograd results)
         comparable = v.is_floating_point() or v.is_complex()
         hit = comparable and any(
-            g.shape == v.shape and (torch.allclose(v, g.to(v.dtype)) or torch.allclose(v, -g.to(v.dtype)))
+            g.numel() == v.numel()
+            and _squeezed(g.shape) == _squeezed(v.shape)
+            and (
+                torch.allclose(v, g.reshape(v.shape).to(v.dtype)) or torch.allclose(v, -g.reshape(v.shape).to(v.dtype))
+            )
             for g in trace.grad_results
         )
-        if not hit and v.ndim >= 1 and v.shape[0] == batch.num_systems and list(v.shape) in extra_shapes:
-            hit = True  # e.g. stress from the strain trick: d E / d strain, rescaled
+        per_graph = v.ndim >= 1 and (v.shape[0] == batch.num_systems or batch.num_systems == 1)
+        if not hit and per_graph and v.ndim >= 1 and _squeezed(v.shape) and _squeezed(v.shape) in extra_shapes:
+            hit = True  # e.g. stress from the strain trick: d E / d strain, rescaled ([1,3,3] and [3,3] alike)
         derived[name] = bool(hit)
     return derived
 
@@ -161,14 +171,24 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
     from ..runtime.model import check_outputs
 
     outputs = check_outputs(raw, type(wrapper).__name__)
+    derived = _autograd_derived(outputs, trace, batch)
+    from .receptive import measure_receptive_field
+
+    info = _wrapper_info(wrapper)
+    reach = max(neighbor_cutoffs) if neighbor_cutoffs else info["cutoff"]
+    receptive = measure_receptive_field(
+        wrapper, Batch.from_state(job["batch"]).to(device), cutoff=reach, derived=derived, forward_seconds=t_forward
+    )
     return {
         "outputs": {k: v.detach().to("cpu") for k, v in outputs.items()},
         "counts": dict(trace.counts),
-        "autograd_derived": _autograd_derived(outputs, trace, batch),
+        "autograd_derived": derived,
+        "receptive_field": receptive,
+        "grad_input_shapes": trace.grad_input_shapes,
         "neighbor_cutoffs": neighbor_cutoffs,
         "helpers": tracer.collect(),
         "layers": layers.collect(),
-        "wrapper": _wrapper_info(wrapper),
+        "wrapper": info,
         "timings": {"factory": t_factory, "forward": t_forward},
     }
 
