@@ -27,7 +27,8 @@ class RankFailure:
     inside then (None outside one), its last output lines. A rank still running at a timeout has type
     `RankStuck` (busy outside any collective: `frames`/`traceback` are its Python stack when it was
     stopped) or `RankWaiting` (waiting for its peers inside `collective`); one that exited without a
-    result nor an exception is `RankExited`, one killed by a signal `RankKilled`."""
+    result nor an exception is `RankExited`, one killed by a signal `RankKilled`. `partial` is what a
+    rank whose forward raised had recorded before (`{"handler_counts", "instrumentation"}`), else None."""
 
     rank: int
     type: str
@@ -39,6 +40,7 @@ class RankFailure:
     log_tail: str = ""
     peak_memory_bytes: int | None = None
     collective: str | None = None
+    partial: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

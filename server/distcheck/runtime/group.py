@@ -318,6 +318,7 @@ class GroupSession:
                 frames=[Frame(**f) for f in rec["frames"]],
                 traceback=rec["traceback"],
                 peak_memory_bytes=rec.get("peak_memory_bytes"),
+                partial=rec.get("partial"),
             )
             for r, rec in failed
         ]

@@ -123,8 +123,12 @@ def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats(device)
     t2 = time.perf_counter()
     attach = prep.instrument.attach(prep.wrapper, ctx, prep.local) if prep.instrument else contextlib.nullcontext()
-    with attach:
-        outputs = prep.model(prep.local)
+    try:
+        with attach:
+            outputs = prep.model(prep.local)
+    except BaseException as exc:
+        _keep_partial(exc, prep)
+        raise
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     timings["forward"] = time.perf_counter() - t2
@@ -152,6 +156,18 @@ def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
     }
 
 
+def _keep_partial(exc: BaseException, prep: PreparedRank) -> None:
+    """Attach what the rank recorded before `exc` (handler counts, the instrumentation's `partial()`)
+    to the exception, so `error_record` writes it out with the error."""
+    partial: dict[str, Any] = {"handler_counts": {k: int(v) for k, v in prep.ctx.handler_counts.items()}}
+    take = getattr(prep.instrument, "partial", None)
+    if callable(take):
+        with contextlib.suppress(Exception):
+            partial["instrumentation"] = take()
+    with contextlib.suppress(Exception):  # some exception types refuse new attributes
+        exc.distcheck_partial = partial  # type: ignore[attr-defined]
+
+
 def peak_memory(device: torch.device | str) -> int | None:
     """Peak GPU memory on `device` so far, for an out-of-memory report (None on the CPU)."""
     dev = torch.device(device)
@@ -164,8 +180,11 @@ def peak_memory(device: torch.device | str) -> int | None:
 
 
 def error_record(exc: BaseException, device: torch.device | str) -> dict[str, Any]:
-    """A failed rank's exception as plain data: type, message, frames, formatted traceback, peak memory."""
+    """A failed rank's exception as plain data: type, message, frames, formatted traceback, peak memory,
+    and `partial`: what the rank recorded before a forward raised (`{"handler_counts", "instrumentation"}`,
+    JSON-ready), None when it raised elsewhere."""
     return {
+        "partial": getattr(exc, "distcheck_partial", None),
         "type": type(exc).__name__,
         "message": str(exc),
         "frames": [

@@ -127,6 +127,7 @@ def read_failure(
             log_tail=log_tail,
             peak_memory_bytes=rec.get("peak_memory_bytes"),
             collective=op,
+            partial=rec.get("partial"),
         )
     if exitcode is not None and exitcode < 0:
         try:

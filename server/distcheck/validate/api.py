@@ -14,8 +14,16 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
-from ..report import Attempt, DeadlineReached, HelperDiagnosis, OutputVerdict, TraceReport, WorkerError, merge_unrouted
-from ..report import best_attempt_index
+from ..report import (
+    Attempt,
+    DeadlineReached,
+    HelperDiagnosis,
+    OutputVerdict,
+    TraceReport,
+    WorkerError,
+    best_attempt_index,
+    merge_unrouted,
+)
 from ..report import Frame as ReportFrame
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
@@ -25,6 +33,7 @@ from ..runtime.model import WrapperError
 from ..spec import MLIPSpec
 from ..targets import check_options, check_world_size
 from .autofix import FixContext, propose
+from .crash import crash_handler_counts, crash_traces
 from .deadline import Budget
 from .diagnosis import diagnose_helpers
 from .diff import compare_outputs, nonfinite_report
@@ -339,6 +348,7 @@ def _failed_attempt(
     err: DistributedError | WorkerError,
     timings: dict[str, float],
 ) -> Attempt:
+    traces = crash_traces(err.failures) if isinstance(err, DistributedError) else []
     return Attempt(
         index=index,
         spec=spec,
@@ -348,13 +358,14 @@ def _failed_attempt(
         max_abs_diff={},
         max_rel_diff={},
         verdicts={},
-        handler_counts={},
+        handler_counts=crash_handler_counts(traces),  # what the raising ranks had counted before
         error=err if isinstance(err, WorkerError) else _worker_error(err),
         helper_diagnostics=[],
         layer_divergence=None,
         partition_health={"per_rank": {}, "degenerate": []},
         halo_completeness={},
         timings=timings,
+        crash_traces=traces,
     )
 
 

@@ -110,6 +110,8 @@ def _all_reduce_partial(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
         values = [out[name] for out in ctx.run.rank_outputs if name in out]
         if len(values) != ctx.world_size or any(v.shape != values[0].shape for v in values):
             continue
+        if any(ctx.matches(name, v) for v in values):  # a rank holding the whole value is not a partial
+            continue
         if ctx.matches(name, torch.stack(values).sum(dim=0)):
             spec = ctx.spec.copy()
             spec.all_reduce_outputs.append(name)
@@ -224,15 +226,16 @@ def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
             "runtime can correct (e.g. sums over a padded neighbour matrix), so halo rows are never refreshed "
             "between layers; switched scatter_mode to local (halo as deep as the receptive field)"
         )
-    own_lists = not ctx.reference.get("neighbor_cutoffs")
-    why = (
-        "the backbone builds its own neighbour list (halo-unaware)"
-        if own_lists
-        else "the per-edge aggregations are not halo-aware"
-    )
+    if not ctx.reference.get("neighbor_cutoffs"):
+        return spec, (
+            "the backbone builds its own neighbour list (halo-unaware), so halo_correction double counts "
+            "cross-rank edges; switched scatter_mode to local (halo as deep as the receptive field)"
+        )
+    # neighbours from batch.neighbor_list and corrected scatters, yet outputs differ: a hypothesis only
     return spec, (
-        f"{why}, so halo_correction double counts cross-rank edges; switched scatter_mode to local "
-        "(halo as deep as the receptive field)"
+        "the outputs differ although every per-edge aggregation was corrected: a per-edge computation may "
+        "need edges centred on halo atoms (angles, edge-to-edge messages), which only local mode builds; "
+        "trying scatter_mode local (halo as deep as the receptive field)"
     )
 
 
@@ -270,10 +273,11 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def propose(ctx: FixContext, tried: set[str], rules: Sequence[Rule] = RULES) -> Proposal | None:
+def propose(ctx: FixContext, tried: set[str], rules: Sequence[Rule] | None = None) -> Proposal | None:
     """The first rule that applies and yields a spec not tried yet (by signature); a rule that
-    `needs_agreeing_ranks` is skipped while the context has rank disagreements."""
-    for rule in rules:
+    `needs_agreeing_ranks` is skipped while the context has rank disagreements. `rules` defaults to
+    the module's `RULES` as it is at the call (rules are data)."""
+    for rule in RULES if rules is None else rules:
         if rule.needs_agreeing_ranks and ctx.rank_disagreements:
             continue
         result = rule.apply(ctx)

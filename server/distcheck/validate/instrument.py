@@ -10,7 +10,10 @@ from ..runtime.context import RankContext
 from .helpers import HelperTracer
 from .layers import LayerRecorder
 
-__all__ = ["RankInstrumentation"]
+__all__ = ["MAX_RETURNED", "RankInstrumentation"]
+
+MAX_RETURNED = 200
+"""How many of the last modules that returned a crash record keeps."""
 
 
 class RankInstrumentation:
@@ -39,6 +42,12 @@ class RankInstrumentation:
                 self.layers = LayerRecorder(wrapper, ctx.num_local, ctx.num_systems, owned_mask=ctx.owned_mask)
                 stack.enter_context(self.layers.attached())
             yield
+
+    def partial(self) -> dict[str, Any]:
+        """What a crashed forward leaves (JSON-ready): the last `MAX_RETURNED` modules whose forward had
+        returned, in call order (`{"modules": [...]}`; empty without layer hooks)."""
+        returned = self.layers.returned if self.layers is not None else []
+        return {"modules": [str(m) for m in returned[-MAX_RETURNED:]]}
 
     def collect(self) -> dict[str, Any]:
         """Helper calls and layer records of this rank."""

@@ -23,7 +23,8 @@ __all__ = ["LayerRecorder", "compare_layers"]
 
 
 class LayerRecorder:
-    """Hooks every named sub-module of `model`; records in call order."""
+    """Hooks every named sub-module of `model`; records in call order. `returned` names every module
+    whose forward returned, in call order, whatever its output (what a crash report shows)."""
 
     def __init__(self, model: Any, rows: int, num_systems: int, owned_mask: torch.Tensor | None = None) -> None:
         self.model = model
@@ -31,10 +32,12 @@ class LayerRecorder:
         self.num_systems = num_systems
         self.owned_mask = owned_mask
         self.records: list[dict[str, Any]] = []
+        self.returned: list[str] = []
         self._seen: dict[str, int] = {}
 
     def _hook(self, name: str, module: Any) -> Any:
         def hook(mod: Any, inputs: Any, output: Any) -> None:
+            self.returned.append(name)
             if not isinstance(output, torch.Tensor) or output.ndim == 0 or not output.is_floating_point():
                 return
             k = self._seen.get(name, 0)

@@ -1,8 +1,10 @@
 """The report's `next_action`: one line ranked by cause, then the details that justify it.
 
 Order: the whole-validation deadline when it stopped the validation, partition health (a degenerate
-partition makes any verdict meaningless), worker errors, halo coverage, undeclared helpers, the
-auto-fix that worked, then the layer verdict.
+partition makes any verdict meaningless), worker errors (with what a crashed rank had recorded),
+unrouted aggregations, halo coverage, undeclared helpers, ranks that disagree on a replicated output,
+the auto-fix that worked, then the layer verdict; with none of these, "cause unknown" and what was
+checked (`evidence.py`), never a generic list of spec fields. Attempts that were rolled back say so.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, Frame, TraceReport, WorkerError, tolerance_for
+from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
 from .unrouted import unrouted_action
 
 __all__ = ["next_action"]
@@ -29,10 +32,13 @@ def _num(x: Any) -> str:
 
 def _failing(a: Attempt, atol: Any, rtol: Any) -> str:
     parts = []
+    split = {d.output for d in a.rank_disagreements if not d.off_reference}
     for name, v in a.verdicts.items():
         if v.passed:
             continue
-        if v.status in ("missing", "shape", "nonfinite") or v.max_abs_diff is None:
+        if name in split:
+            parts.append(f"{name} (ranks disagree; each within tolerance of the reference)")
+        elif v.status in ("missing", "shape", "nonfinite") or v.max_abs_diff is None:
             parts.append(f"{name} ({v.status})")
         else:
             a_tol, r_tol = _num(tolerance_for(atol, name, v.kind)), _num(tolerance_for(rtol, name, v.kind))
@@ -125,7 +131,7 @@ def _verdict_action(report: TraceReport) -> str:
         )
         return "\n".join([head, *degenerate[1:]])
     if best.error is not None and not best.verdicts:
-        return _error_action(best.error)
+        return "\n".join([_error_action(best.error), *crash_lines(best)])
     lines += unrouted_action(best)  # what ran unseen comes before any other cause: it voids them
     if best.passed:
         head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {ws}"
@@ -144,6 +150,9 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(
             f"FAIL — undeclared per-system helper {gaps[0].qualname}: add {remedy} to distribution.third_party_helpers"
         )
+    split = disagreement_head(best)
+    if split is not None and not lines:
+        lines.append(split)
     if best.error is not None and not lines:
         lines.append(f"FAIL — {best.error.hint}")
     layer = best.layer_divergence or {}
@@ -155,19 +164,12 @@ def _verdict_action(report: TraceReport) -> str:
                 f"rel diff {_num(first.get('rel_diff'))}; check how it reduces or aggregates across atoms"
             )
         else:
-            lines.append(
-                f"FAIL — {failing}; no auto-fix rule applied: review output_kinds, all_reduce_outputs and "
-                "owned_only_outputs in the spec"
-            )
+            lines += unknown_cause_lines(best, failing, meta.get("layer_diagnostic") is not False)
     else:
         lines.append(f"failing: {failing}")
         if first:
             lines.append(
                 f"first divergent module: {first['module']} ({first['class']}), rel diff {_num(first.get('rel_diff'))}"
             )
-    tried = [
-        f"attempt {a.index} ({a.rule or 'initial'}): {'pass' if a.passed else 'fail'} — {a.rationale}"
-        for a in report.attempts
-    ]
-    lines += tried
+    lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
