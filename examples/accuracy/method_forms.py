@@ -1,6 +1,6 @@
 """Method, in-place and `out=` spellings of the routed ops: `Tensor.index_put_(accumulate=True)` for edges →
-atoms, `Tensor.index_add_` for atoms → systems, `Tensor.scatter_reduce_`, `t.bincount()` and
-`torch.index_add(..., out=)` for further outputs."""
+atoms, `Tensor.index_add_` for atoms → systems, `Tensor.scatter_reduce_`, `index_put_` per system,
+`t.bincount()` and `torch.index_add(..., out=)` for further outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from examples.accuracy.base import AccuracyModel, sample_batch, spec_with
 
 __all__ = ["SPEC", "MethodForms", "buggy_model_factory", "model_factory", "sample_batch"]
 
-SPEC = spec_with({"energy_scatter": "per_graph", "energy_per_atom": "per_graph", "energy_out": "per_graph"})
+SPEC = spec_with(
+    {
+        "energy_scatter": "per_graph",
+        "energy_per_atom": "per_graph",
+        "energy_out": "per_graph",
+        "energy_put": "per_graph",
+    }
+)
 
 
 class MethodForms(AccuracyModel):
@@ -31,7 +38,13 @@ class MethodForms(AccuracyModel):
         scattered = e_atom.new_zeros(n).scatter_reduce_(0, b, e_atom, "sum")
         written = e_atom.new_empty(n)
         torch.index_add(e_atom.new_zeros(n), 0, b, e_atom, out=written)
-        return {"energy_scatter": scattered, "energy_per_atom": scattered / b.bincount(), "energy_out": written}
+        put = e_atom.new_zeros(n).index_put_((b,), e_atom, accumulate=True)
+        return {
+            "energy_scatter": scattered,
+            "energy_per_atom": scattered / b.bincount(),
+            "energy_out": written,
+            "energy_put": put,
+        }
 
 
 def model_factory() -> MethodForms:
