@@ -16,6 +16,8 @@ import time
 import pytest
 
 from conftest import Faults, model
+from distcheck import DistributedError, run_distributed
+from distcheck.runtime import load_object
 
 
 def _gone(pid: int, wait: float = 0.0) -> bool:
@@ -148,3 +150,14 @@ def test_runner_tree_dies_with_the_daemon_or_the_runner(faults: Faults, victim: 
     else:
         os.kill(faults.wait_process("distcheck.lsp.runner", proc), signal.SIGKILL)
     assert _gone(grandchild, wait=10), f"the rank's grandchild outlived the {victim}"
+
+
+def test_orphans_of_a_vanished_rank_die_with_the_run_not_with_the_caller(faults: Faults) -> None:
+    """In a caller that lives on (the editor's runner, a notebook): the new-session child of a rank that
+    ended itself is gone when run_distributed returns, not only when the caller exits."""
+    batch = load_object(model("orphan").replace("model_factory", "sample_batch"))()
+    env = {"DISTCHECK_TEST_MARKER": faults.marker, "FAULT_MARKER_DIR": str(faults.markers)}
+    with pytest.raises(DistributedError) as info:
+        run_distributed(model("orphan"), batch, {"format": "distcheck-spec", "version": 1}, env=env)
+    assert info.value.failures[0].rank == 1
+    assert _gone(int((faults.markers / "orphan").read_text()), wait=2), "the orphan outlived the run"
