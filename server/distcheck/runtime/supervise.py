@@ -227,7 +227,8 @@ def _timeout_message(
         first = stuck[0]
         if first.phase in ("starting", "rendezvous"):
             text += (
-                f" {who(first.rank)} never got through {first.phase!r}: check its log for an import that hangs, "
+                f" {who(first.rank).capitalize()} never got through {first.phase!r}: check its log for an import that "
+                "hangs, "
                 "or raise timeout_sec if starting is merely slow here."
             )
         elif first.frames:
