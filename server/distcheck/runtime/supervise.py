@@ -232,9 +232,11 @@ def _timeout_message(
                 "or raise timeout_sec if starting is merely slow here."
             )
         elif first.frames:
+            name = who(first.rank)
             text += (
-                f" {who(first.rank)}'s stack (in the failure record) shows where it was: a loop or a blocking call "
-                "there never returned; fix it, or raise timeout_sec if the model is merely this slow on the sample."
+                f" {name[:1].upper() + name[1:]}'s stack (in the failure record) shows where it was: a loop or a "
+                "blocking call there never returned; fix it, or raise timeout_sec if the model is merely this slow on "
+                "the sample."
             )
         else:
             text += " If the model is merely this slow on the sample, raise timeout_sec."
