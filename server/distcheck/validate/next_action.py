@@ -138,7 +138,7 @@ def _verdict_action(report: TraceReport) -> str:
         if report.fix_applied:
             head += f" after auto-fix ({best.rule}); save report.spec as your spec file"
         lines.append(head)
-        lines += [f"attempt {a.index}: {a.rationale}" for a in report.attempts[1:]]
+        lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
     halo = best.halo_completeness or {}
     failing = _failing(best, atol, rtol)
