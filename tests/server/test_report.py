@@ -618,3 +618,58 @@ def test_trust_check_records_are_read_strictly(where: tuple[Any, ...], value: An
     node[where[-1]] = value
     with pytest.raises(ValueError, match=str(where[-1])):
         TraceReport.from_dict(doc)
+
+
+# -- rank disagreements, rollbacks, crash traces, the stored best attempt ---------------------------
+
+
+def test_round_trip_of_disagreements_rollbacks_and_crash_traces() -> None:
+    from distcheck.report import CrashTrace, DivergentModule, RankDisagreement, Rollback
+
+    module = DivergentModule(module="readout.shift", cls="pkg.Shift", key="readout.shift#0", ranks=[1], max_abs=1.5)
+    split = RankDisagreement(
+        output="energy", kind="per_graph", ranks=[0, 1], off_reference=[1], max_abs=1.0, max_rel=math.nan,
+        systems=[1], first_module=module,
+    )
+    failing = _attempt(0, PRIOR, passed=False)
+    failing.rank_disagreements = [split, RankDisagreement("total", "global", [0, 1], [], 2e-5, 1e-5)]
+    worse = _attempt(1, _fixed_spec(), passed=False, rule="widen_halo")
+    worse.rolled_back = Rollback(to_attempt=0, reason="larger differences: forces max rel 0.9 (was 0.1)")
+    crashed = _attempt(2, PRIOR, passed=False, error=_error(), verdicts={})
+    crashed.crash_traces = [CrashTrace(rank=1, phase="forward", handler_counts={"halo_read": 2}, modules=["a", "b"])]
+    report = _report([failing, worse, crashed])
+    assert report.best_index == 0  # same count of failing outputs: the earlier one
+    text = report.to_json()
+    again = TraceReport.from_json(text)
+    assert again == report and again.to_json() == text
+    a0, a1, a2 = again.attempts
+    assert a0.rank_disagreements[0].first_module == module and a0.rank_disagreements[1].first_module is None
+    assert a1.rolled_back == worse.rolled_back and a2.crash_traces[0].last_module == "b"
+    doc = report.to_dict()
+    assert doc["attempts"][0]["rank_disagreements"][0]["first_module"]["class"] == "pkg.Shift"
+    assert doc["attempts"][0]["rank_disagreements"][0]["summary"].startswith("ranks 0, 1 disagree on energy")
+    # older reports have none of these fields
+    for a in doc["attempts"]:
+        del a["rank_disagreements"], a["rolled_back"], a["crash_traces"]
+    old = TraceReport.from_dict(doc)
+    assert old.attempts[0].rank_disagreements == [] and old.attempts[1].rolled_back is None
+    rendered = report.render_text()
+    assert "ranks disagree: ranks 0, 1 disagree on energy" in rendered
+    assert "rolled back to attempt 0" in rendered and "last module returned: b" in rendered
+    bad = report.to_dict()
+    bad["attempts"][0]["rank_disagreements"][0]["ranks"] = "0,1"
+    with pytest.raises(ValueError, match=r"attempts\[0\]\.rank_disagreements\[0\]\.ranks|rank_disagreements"):
+        TraceReport.from_dict(bad)
+
+
+def test_the_best_attempt_is_stored_and_read_back() -> None:
+    attempts = [_attempt(0, PRIOR, passed=False), _attempt(1, PRIOR, passed=False)]
+    stored = TraceReport(ok=False, spec=PRIOR, attempts=attempts, next_action="", meta={}, best_index=1)
+    doc = stored.to_dict()
+    assert doc["best_attempt"] == 1 and TraceReport.from_dict(doc).best_attempt is not None
+    assert TraceReport.from_dict(doc).best_index == 1  # read, not recomputed (the rule would give 0)
+    del doc["best_attempt"]
+    assert TraceReport.from_dict(doc).best_index == 0  # an older report: computed by the one rule
+    doc["best_attempt"] = None
+    with pytest.raises(ValueError, match="best_attempt"):
+        TraceReport.from_dict(doc)
