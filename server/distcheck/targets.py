@@ -15,6 +15,8 @@ Configuration (paths relative to the pyproject's directory)::
     name = "my_model"
     factory = "models/my_model.py:model_factory"    # or "mypkg.models:model_factory"
     sample = "data/water.extxyz"                     # or "models/my_model.py:sample_batch"
+    frames = "0:10"                                  # frames of a structure file (default: all), one system each
+    dtype = "float32"                                # precision a structure file is read at (default float64)
     spec = "my_model.distspec.json"                  # prior spec (optional; skipped if missing)
     watched_helper_packages = ["aimnet.nbops"]
 
@@ -31,8 +33,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .sample_options import SAMPLE_KEYS, check_dtype, parse_frames
+
 __all__ = [
     "KIND_WORDS",
+    "MIN_WORLD_SIZE",
     "OPTION_ALIASES",
     "OPTION_TYPES",
     "RANKS_PER_CORE",
@@ -43,6 +48,7 @@ __all__ = [
     "absolute_reference",
     "check_option",
     "check_options",
+    "check_rank_count",
     "check_type",
     "check_world_size",
     "cpu_rank_limit",
@@ -79,8 +85,10 @@ OPTION_ALIASES = {"timeout": "timeout_sec", "deadline": "deadline_sec", "watch":
 """Other spellings accepted for some options."""
 RANKS_PER_CORE = 4
 """On the CPU, at most this many ranks per core this process may run on, unless `allow_oversubscribe`."""
+MIN_WORLD_SIZE = 2
+"""A validation runs at least this many ranks (`check_rank_count`)."""
 
-_TARGET_KEYS = ("name", "factory", "sample", "spec")
+_TARGET_KEYS = ("name", "factory", "sample", "spec", *SAMPLE_KEYS)
 _TABLE_KEYS = ("python_path", "targets")
 _ATTR_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _DEVICE = re.compile(r"auto|cpu|cuda|(cpu|cuda:\d+)(,(cpu|cuda:\d+))+|cuda:\d+")
@@ -141,7 +149,10 @@ class Target:
 
     `factory` and `sample` are as the engine and `load_object` take them (`"/abs/file.py:attr"` or
     `"pkg.mod:attr"`); `sample` may instead be an absolute structure-file path (`sample_is_file`), or
-    None to use the factory module's `sample_batch`. `spec` is a prior spec file; `spec_required`
+    None to use the factory module's `sample_batch`. `frames` selects frames of a structure file (an index
+    or slice as text, see `sample_options`; None: every frame) and `dtype` the precision the sample is read
+    at or cast to (`float64` / `float32`; None: float64 for a file, a Python sample as it is). `spec` is
+    a prior spec file; `spec_required`
     says whether a missing file is an error (given with --spec) or skipped (from the config).
     `options` are validator options from the config. `root` is the project directory
     (the pyproject's directory, else the current directory) and `python_path` the directories to put
@@ -152,6 +163,8 @@ class Target:
     factory: str
     sample: str | None = None
     sample_is_file: bool = False
+    frames: str | None = None
+    dtype: str | None = None
     spec: str | None = None
     spec_required: bool = False
     options: dict[str, Any] = field(default_factory=dict)
@@ -538,7 +551,7 @@ def read_table(config: str, text: str | None = None) -> Table:
             config=config,
             line=top_line("factory"),
         )
-    for key in ("name", "sample", "spec"):
+    for key in ("name", "sample", "spec", *SAMPLE_KEYS):
         if key in table:
             raise ConfigError(
                 f"{where}: {key!r} belongs in each [[tool.distcheck.targets]] entry",
@@ -623,6 +636,7 @@ def load_targets(config: str, text: str | None = None) -> list[Target]:
                 raise ConfigError(
                     f"{where}: {err.message}", err.hint, config=table.config, line=line_of("sample")
                 ) from err
+        _sample_keys(target, entry.table, where, line_of, table.config)
         spec = _string(entry.table, "spec", where, line_of, table.config)
         if spec is not None:
             target.spec = os.path.normpath(os.path.join(table.root, os.path.expanduser(spec)))
@@ -638,6 +652,35 @@ def load_targets(config: str, text: str | None = None) -> list[Target]:
                 line=duplicate.line,
             )
     return targets
+
+
+def _sample_keys(target: Target, table: Mapping[str, Any], where: str, line_of: _LineOf, config: str) -> None:
+    """Set `target.frames` / `target.dtype` from a target table, checked where the key is written."""
+    if "frames" in table:
+        try:
+            target.frames = parse_frames(table["frames"]).text
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where}: {exc}",
+                'write frames = "0:10" (a slice) or frames = 2',
+                config=config,
+                line=line_of("frames"),
+            ) from exc
+        if not target.sample_is_file:
+            sample = "its module's sample_batch" if target.sample is None else repr(target.sample)
+            raise ConfigError(
+                f"{where}: frames selects frames of a structure file, but the target's sample is {sample}",
+                "set sample = to a structure file (.xyz, .extxyz, .traj, ...), or remove frames",
+                config=config,
+                line=line_of("frames"),
+            )
+    if "dtype" in table:
+        try:
+            target.dtype = check_dtype(table["dtype"])
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where}: {exc}", 'write dtype = "float32" or dtype = "float64"', config=config, line=line_of("dtype")
+            ) from exc
 
 
 def select_target(targets: Sequence[Target], name: str | None, config: str) -> Target:
@@ -755,13 +798,31 @@ def _atoms(n: int) -> str:
     return f"{n} atom" if n == 1 else f"{n} atoms"
 
 
+def check_rank_count(world_size: int) -> None:
+    """Refuse a validation over fewer than `MIN_WORLD_SIZE` (2) ranks with an `OptionError` for
+    `world_size` (after `check_option`'s type and bounds): one rank owns every atom, nothing is
+    distributed and nothing could be found. Every validation entry point runs it before anything starts;
+    `run_distributed` itself still runs one rank."""
+    check_option("world_size", world_size)
+    if world_size < MIN_WORLD_SIZE:
+        raise OptionError(
+            "world_size",
+            world_size,
+            f"world_size {world_size}: a distributed check needs at least {MIN_WORLD_SIZE} ranks (one rank owns "
+            "every atom, so there is no halo and no exchange, and nothing to compare)",
+            f"use world_size {MIN_WORLD_SIZE} or more (--world-size 2 on the command line, world_size = 2 in the "
+            "pyproject, distcheck.worldSize in the editor); 2 or 4 finds most distribution bugs",
+        )
+
+
 def check_world_size(
     world_size: int, system_atoms: Sequence[int], *, on_cpu: bool, allow_oversubscribe: bool = False
 ) -> None:
     """Refuse, before any process starts, a `world_size` no sample system can give every rank atoms of
     (more ranks than atoms of the smallest system in `system_atoms`), and on the CPU (`on_cpu`) more
-    than `cpu_rank_limit()` ranks unless `allow_oversubscribe`. Raises `OptionError` for `world_size`."""
-    check_option("world_size", world_size)
+    than `cpu_rank_limit()` ranks unless `allow_oversubscribe`; fewer than 2 ranks is refused first
+    (`check_rank_count`). Raises `OptionError` for `world_size`."""
+    check_rank_count(world_size)
     if system_atoms:
         smallest = min(range(len(system_atoms)), key=lambda i: system_atoms[i])
         n = int(system_atoms[smallest])

@@ -31,8 +31,10 @@ class FactoryRef:
         return f"{self.module or self.path}:{self.qualname}"
 
     def load(self) -> Any:
-        """Import the module (or file) and return the named object."""
-        return load_object(self.describe())
+        """Import the module (or file) and return the named object; `FactoryError` when it is a lambda."""
+        obj = load_object(self.describe())
+        _refuse_lambda(obj, self.describe())
+        return obj
 
 
 def _closure_hint(name: str) -> str:
@@ -43,16 +45,43 @@ def _closure_hint(name: str) -> str:
     )
 
 
+def _refuse_lambda(obj: Any, reference: str) -> None:
+    qual = getattr(obj, "__qualname__", None)
+    if isinstance(qual, str) and "<lambda>" in qual:
+        name = reference.rpartition(":")[2]
+        raise FactoryError(
+            f"model_factory {reference!r} is a lambda; distcheck takes factories defined with `def` at module "
+            f"scope: write def {name}(): return MyModel()"
+        )
+
+
+def _loaded(ref: FactoryRef) -> Any:
+    """The object `ref` names when its module is imported in this process already, else None (nothing
+    is imported here: a reference string may name a module the caller never imports)."""
+    name = ref.module if ref.module is not None else _module_name(ref.path or "")
+    obj: Any = sys.modules.get(name)
+    for part in ref.qualname.split("."):
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+    return obj
+
+
 def resolve_factory(factory: Callable[..., Any] | str | FactoryRef) -> FactoryRef:
     """Turn a module-level callable (or a reference string) into a `FactoryRef`.
 
     Refuses lambdas, closures, nested functions, bound methods of local objects and callables
-    whose module cannot be found again, with a `FactoryError` that says how to fix it.
+    whose module cannot be found again, with a `FactoryError` that says how to fix it. A reference
+    string naming a lambda (`model_factory = lambda: Model()`) is refused here when its module is
+    imported already (the CLI and the editor import it first), else by `FactoryRef.load` in the first
+    process that imports it.
     """
     if isinstance(factory, FactoryRef):
         return factory
     if isinstance(factory, str):
-        return _parse_reference(factory)
+        ref = _parse_reference(factory)
+        _refuse_lambda(_loaded(ref), factory)
+        return ref
     if not callable(factory):
         raise FactoryError(f"model_factory must be callable, got {type(factory).__name__}")
     qual: str | None = getattr(factory, "__qualname__", None)
@@ -97,10 +126,15 @@ def _parse_reference(text: str) -> FactoryRef:
     return FactoryRef(module=where, path=None, qualname=attr)
 
 
-def _import_path(path: str) -> Any:
+def _module_name(path: str) -> str:
+    """The `sys.modules` name a `.py` file is imported under (the same for one absolute path everywhere)."""
     digest = hashlib.sha1(path.encode()).hexdigest()[:10]
     stem = os.path.splitext(os.path.basename(path))[0]
-    name = f"distcheck_user_{stem}_{digest}"
+    return f"distcheck_user_{stem}_{digest}"
+
+
+def _import_path(path: str) -> Any:
+    name = _module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     directory = os.path.dirname(path)

@@ -1,0 +1,122 @@
+"""What a `distcheck validate` run leaves behind: the report on stdout, `--json`, `--junit`, `--save-spec`,
+and the one-attempt error report CI still finds when the validation could not start."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any, TextIO
+
+from . import __version__
+from .cli_junit import suite_name, write_junit
+from .cli_output import Printer, print_error, rank_tag
+from .targets import ConfigError, Target
+
+if TYPE_CHECKING:
+    from .report import TraceReport
+
+__all__ = ["error_report", "save_spec_state", "show_and_write", "write_text"]
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` to `path` (UTF-8), creating its directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def show_and_write(
+    report: TraceReport, target: Target, args: argparse.Namespace, printer: Printer, out: TextIO
+) -> None:
+    """Print the report on `out` (the verdict line only with --quiet) and write the files the command
+    line asked for; `ConfigError` when one cannot be written."""
+    color = not args.no_color and "NO_COLOR" not in os.environ and bool(getattr(out, "isatty", lambda: False)())
+    text = report.render_text(color=color)
+    out.write(text.split("\n")[0] + "\n" if args.quiet else text)
+    out.flush()
+    args.report_written = True  # from here on a failure is about these files: no error report over them
+    try:
+        if args.json:
+            write_text(args.json, report.to_json(indent=True))
+            printer.notice(f"wrote the report to {args.json}")
+        if args.junit:
+            write_junit(report, target.name or suite_name(target.factory), args.junit)
+            printer.notice(f"wrote JUnit XML to {args.junit}")
+        if args.save_spec:
+            if report.verdict == "passed":
+                _save_spec(report, args, printer)
+            else:
+                printer.notice(f"not saving the spec to {args.save_spec}: the validation {report.verdict}")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}", "check the output path") from exc
+
+
+def save_spec_state(path: str | None) -> Any:
+    """What the --save-spec file holds before the run (None without --save-spec), so that saving at the
+    end can tell whether someone changed it meanwhile."""
+    if not path:
+        return None
+    from .spec_file import FileState
+
+    return FileState.of(path)
+
+
+def _save_spec(report: TraceReport, args: argparse.Namespace, printer: Printer) -> None:
+    """Save the validated spec to --save-spec, minimally edited; if the file changed during the run it is
+    left alone, the spec goes to a new file beside it, and the warning (shown even with --quiet) says where."""
+    from .spec_file import FileState, save_guarded
+
+    expected = getattr(args, "save_spec_state", None) or FileState.of(args.save_spec)
+    outcome = save_guarded(report.spec, args.save_spec, expected)
+    if outcome.conflict is None:
+        printer.notice(outcome.message)
+    else:
+        printer.write(f"distcheck: warning: {outcome.message}", always=True)
+
+
+def error_report(
+    args: argparse.Namespace, err: TextIO, error_type: str, message: str, hint: str, trace: str = ""
+) -> None:
+    """Write --json / --junit for a validation that ended in an error before it had a report (a setup
+    error, a bug): CI always finds the files, with verdict "error" and the message shown on stderr. Not
+    when the report's own files were being written (they are what failed), nor on a follower rank."""
+    follower = bool(rank_tag()) and os.environ.get("RANK") != "0"
+    if not (args.json or args.junit) or getattr(args, "report_written", False) or follower:
+        return
+    from .report import Attempt, TraceReport, WorkerError
+    from .spec import MLIPSpec
+
+    error = WorkerError(
+        type=error_type, message=message, rank=None, phase="setup", frames=[], hint=hint, traceback=trace
+    )
+    attempt = Attempt(
+        index=0,
+        spec=MLIPSpec(),
+        rationale="setup: the validation did not start",
+        rule=None,
+        passed=False,
+        max_abs_diff={},
+        max_rel_diff={},
+        verdicts={},
+        handler_counts={},
+        error=error,
+        helper_diagnostics=[],
+        layer_divergence=None,
+        partition_health={"per_rank": {}, "degenerate": []},
+        halo_completeness={},
+        timings={},
+    )
+    meta = {"versions": {"distcheck": __version__}, "target": args.target}
+    action = f"FAIL — {message}\nwhat to do: {hint}" if hint else f"FAIL — {message}"
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action=action, meta=meta)
+    target = str(args.target or "distcheck")
+    try:
+        if args.json:
+            write_text(args.json, report.to_json(indent=True))
+        if args.junit:
+            write_junit(report, suite_name(target) if ":" in target else target, args.junit)
+    except OSError as exc:
+        print_error(
+            err, f"cannot write the error report {exc.filename}: {exc.strerror or exc}", "check the output path"
+        )
