@@ -477,3 +477,29 @@ def test_frames_from_a_pyproject_target_as_a_subprocess(trajectory: Path, tmp_pa
     assert "Traceback" not in proc.stderr
     sample = json.loads(report_path.read_text())["target"]["sample"]
     assert sample["frame_indices"] == [0, 2] and sample["frames"] == "::2"
+
+
+def test_the_editor_runner_takes_frames_and_dtype_from_the_pyproject(trajectory: Path, tmp_path: Path) -> None:
+    """The daemon passes a target's frames / dtype to the runner, which reads the sample as the CLI does
+    and adds the same dtype hint."""
+    from distcheck.lsp.config import load_workspace_targets, read_disk
+    from distcheck.lsp.runner import validate
+
+    _config(tmp_path, trajectory, 'frames = "1:3"\ndtype = "float32"\n')
+    workspace = load_workspace_targets(str(tmp_path), read_disk)
+    assert workspace.problem is None, workspace.problem
+    (target,) = workspace.targets
+    params = target.runner_params({"world_size": 2, "device": "cpu", "auto_fix": False}, None)
+    assert params["frames"] == "1:3" and params["dtype"] == "float32"
+    report, _ = validate(dict(params, options={**params["options"], "layer_diagnostic": False}), lambda e, i: None)
+    assert report.target["sample"] == {
+        "file": str(trajectory),
+        "frames": "1:3",
+        "frame_indices": [1, 2],
+        "dtype": "float32",
+    }
+    # pair_potential computes in float64 (its neighbour-list shifts come in the sample's float32): the
+    # runner's report names the dtype that fixes it, as the CLI's does
+    assert report.verdict == "error"
+    assert 'the sample is float32 (read from traj.extxyz)' in report.next_action
+    assert 'dtype = "float64" in the pyproject target' in report.next_action.split("\n")[1]

@@ -164,6 +164,8 @@ class TargetInfo:
     config: str | None
     defined_in: str
     line: int | None
+    frames: str | None = None  # the target's frames / dtype for a structure-file sample (sample_options)
+    dtype: str | None = None
 
     @property
     def search_dirs(self) -> list[str]:
@@ -177,6 +179,8 @@ class TargetInfo:
             "factory": self.factory,
             "sample": self.sample,
             "sample_is_file": self.sample_is_file,
+            "frames": self.frames,
+            "dtype": self.dtype,
             "spec": spec,
             "spec_path": self.spec_path,
             "options": dict(options),
@@ -274,6 +278,8 @@ def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
                 config=config,
                 defined_in=config,
                 line=t.line,
+                frames=t.frames,
+                dtype=t.dtype,
             )
         )
     return WorkspaceTargets(root, config, infos, None, list(table.python_path))

@@ -125,6 +125,7 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     import torch
 
     from .. import cli
+    from ..cli_sample import add_dtype_hint
     from ..spec import MLIPSpec
     from ..targets import ConfigError, Target, check_options
     from ..validate import trace_and_validate, validate_on_cpu
@@ -136,6 +137,8 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
             factory=str(params["factory"]),
             sample=params.get("sample"),
             sample_is_file=bool(params.get("sample_is_file")),
+            frames=params.get("frames"),
+            dtype=params.get("dtype"),
             root=str(params.get("cwd") or os.getcwd()),
             python_path=[str(p) for p in params.get("python_path") or []],
             config=params.get("config"),
@@ -192,6 +195,7 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
                 "spec_path": params.get("spec_path"),
                 "config": target.config,
             }
+            add_dtype_hint(report, batch, sample_info)
             return report, notice
         finally:
             os.chdir(home)
