@@ -6,6 +6,9 @@ defining `model_factory`, or the name of a target in `[tool.distcheck]` of the n
 to stderr one plain line per event; the report goes to stdout. Exit codes: 0 passed, 1 failed,
 2 usage or setup error (and a report whose verdict is "error"), 3 inconclusive, 130 interrupted.
 
+A structure-file sample (`--sample traj.extxyz`) gives one system per frame; `--frames 0:10` (an index
+or a start:stop:step slice) picks some, `--dtype float32` reads them for a float32 model.
+
 Targets and their configuration are read by `distcheck.targets` (see its docstring for the format).
 The directory of the pyproject is put on `sys.path` too; with a factory reference on the command line
 the current directory is (as `python -m` does).
@@ -17,7 +20,8 @@ run, i.e. the reference or one attempt's ranks), `deadline_sec` (--deadline: the
 (--no-layer-diagnostic), `allow_oversubscribe` (--allow-oversubscribe: more than 4 ranks per CPU
 core). Flags win over the target's entry, which wins over the table's defaults. Every value is
 checked before anything starts (NaN, inf or negative tolerances, a timeout or deadline that is not
-a finite number > 0, more ranks than atoms of the sample's smallest system: exit code 2).
+a finite number > 0, fewer than 2 ranks, more ranks than atoms of the sample's smallest system: exit
+code 2).
 """
 
 from __future__ import annotations
