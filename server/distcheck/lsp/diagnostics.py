@@ -291,9 +291,11 @@ def _verdict_message(v: OutputVerdict, attempt: Attempt, meta: Mapping[str, Any]
 
 
 def _passing_fix(report: TraceReport) -> Attempt | None:
-    if not report.attempts or report.attempts[0].passed:
+    """The report's best attempt when it is an auto-fix that passed (the report's one "best")."""
+    best = report.best_attempt
+    if best is None or not best.passed or best is report.attempts[0]:
         return None
-    return next((a for a in report.attempts if a.passed), None)
+    return best
 
 
 def _failing_outputs(p: _Placer, report: TraceReport, fix: Attempt | None, changes: list[dict[str, Any]]) -> None:

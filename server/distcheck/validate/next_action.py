@@ -150,9 +150,11 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(
             f"FAIL — undeclared per-system helper {gaps[0].qualname}: add {remedy} to distribution.third_party_helpers"
         )
+    if best.error is not None and not lines:  # a NaN on a rank says more than the disagreement it causes
+        lines.append(f"FAIL — {best.error.hint}")
     split = disagreement_head(best)
-    if split is not None and not lines:
-        lines.append(split)
+    if split is not None:
+        lines.append(split if not lines else "also: " + split.removeprefix("FAIL — "))
     if best.error is not None and not lines:
         lines.append(f"FAIL — {best.error.hint}")
     layer = best.layer_divergence or {}
