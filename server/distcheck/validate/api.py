@@ -38,7 +38,7 @@ from .deadline import Budget
 from .diagnosis import diagnose_helpers
 from .diff import compare_outputs, nonfinite_report
 from .errors import nan_hint, translate
-from .health import halo_completeness, partition_health
+from .health import halo_completeness, partition_health, system_health
 from .inference import infer_spec
 from .layers import compare_layers
 from .next_action import next_action
@@ -51,9 +51,12 @@ from .outputs import (
     rank_problems,
     reference_error,
 )
+from .receptive import apply_measured_field, effective_depth, receptive_record
 from .reference import run_reference
 from .replicas import check_replicas
 from .rollback import rollback_if_worse
+from .sample_checks import sample_warnings
+from .sensitivity import RoundoffMeter, make_control_runner
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
 
@@ -267,8 +270,8 @@ def _evaluate(
         layer = compare_layers(reference["layers"], [i["layers"] for i in run.instrumentation], opts["rtol"])
     info = reference["wrapper"]
     policy = spec.distribution.policy
-    halo = halo_completeness(
-        run.records, policy.kind, policy.scatter_mode, info.get("cutoff"), info.get("num_interactions")
+    halo = halo_completeness(  # the depth is the measured one when the wrapper declares less
+        run.records, policy.kind, policy.scatter_mode, info.get("cutoff"), effective_depth(reference)
     )
     error = None
     nonfinite = nonfinite_report(run.rank_outputs)
@@ -496,6 +499,16 @@ def _validate(
     attempts: list[Attempt] = []
     tried = {current.signature()}
     rationale, rule = "spec from the wrapper's distribution_spec and the reference trace", None
+    receptive = receptive_record(reference)  # an under-declared depth is fixed before any rank runs
+    current, field_note = apply_measured_field(current, receptive)
+    if field_note:
+        notes.append(field_note)
+        rationale += f"; {field_note}"
+    tried.add(current.signature())
+    control = make_control_runner(
+        ref, batch, world_size=world_size, devices=devices, backend=resolved_backend, budget=budget, session=session
+    )
+    floor = RoundoffMeter(_reference_outputs(reference), current.output_kinds, control, atol, rtol)
     run: DistributedRun | None = None
     needs_run = True
     total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
@@ -566,6 +579,8 @@ def _validate(
             reused = True
         timings["attempt"] = time.perf_counter() - t1
         attempt, raw, helpers = _evaluate(index, current, rationale, rule, run, reference, opts, reused, timings, meta)
+        floor.judge(attempt, raw)  # within tolerance but far above round-off: suspicious, not passed
+        attempt.system_health = system_health(run.records)
         attempts.append(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):
@@ -586,6 +601,7 @@ def _validate(
                 atol=atol,
                 rtol=rtol,
                 rank_disagreements=attempt.rank_disagreements,
+                batch=batch,
             )
             base = (attempt, fix_context)
         proposal = propose(fix_context, tried)
@@ -605,6 +621,8 @@ def _validate(
         deadline=stopped,
         best_index=best_index,
     )
+    report.receptive_field, report.roundoff = receptive, floor.record()
+    report.sample_warnings = sample_warnings(batch, reference, current.output_kinds, atol)
     report.next_action = next_action(report)
     _emit(progress, "finished", ok=report.ok)
     return report

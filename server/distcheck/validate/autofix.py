@@ -17,6 +17,7 @@ from ..report import RankDisagreement, merge_unrouted
 from ..runtime.launch import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
+from .halo_bounds import edge_virial_to_halo_correction, widened_halo
 from .unrouted import describe, eager_remedy_applies
 
 __all__ = ["RULES", "FixContext", "Proposal", "Rule", "propose"]
@@ -37,6 +38,7 @@ class FixContext:
     atol: float = 1e-5
     rtol: float = 1e-4
     rank_disagreements: Sequence[RankDisagreement] = ()
+    batch: Any = None  # the sample (a `Batch`): bounds how far `widen_halo` may go
 
     @property
     def failing(self) -> list[str]:
@@ -240,24 +242,17 @@ def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
 
 
 def _widen_halo(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
-    policy = ctx.spec.distribution.policy
-    if policy.kind != "halo" or not ctx.failing:
+    if not ctx.failing:
         return None
-    halo = ctx.halo_completeness
-    required = halo.get("required_width")
-    current = halo.get("halo_width")
-    if current is None:
+    # bounded: up to what the model needs (measured field), never to a rank holding a whole system
+    return widened_halo(ctx.spec, ctx.halo_completeness, ctx.reference, ctx.batch, ctx.world_size)
+
+
+def _edge_virial(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+    source = ctx.run if ctx.run is not None else ctx.batch
+    if source is None:
         return None
-    spec = ctx.spec.copy()
-    if required is not None and not halo.get("matches", True):
-        spec.distribution.policy.halo_width = float(required) + 0.5
-        why = f"the halo ({current:.2f} Å) is shallower than the receptive field ({required:.2f} Å)"
-    elif policy.halo_width is not None:
-        spec.distribution.policy.halo_width = float(current) * 2
-        why = f"atoms near the domain boundaries differ with a {current:.2f} Å halo"
-    else:
-        return None
-    return spec, f"{why}; widened distribution.policy.halo_width to {spec.distribution.policy.halo_width:.2f} Å"
+    return edge_virial_to_halo_correction(ctx.spec, ctx.failing, ctx.reference, int(source.num_atoms))
 
 
 RULES: tuple[Rule, ...] = (
@@ -269,6 +264,7 @@ RULES: tuple[Rule, ...] = (
     Rule("declare_helper_adapter", True, _declare_helpers),
     Rule("enable_system_reductions", True, _enable_system_reductions),
     Rule("halo_correction_to_local", True, _halo_correction_to_local, needs_agreeing_ranks=True),
+    Rule("edge_virial_to_halo_correction", True, _edge_virial, needs_agreeing_ranks=True),
     Rule("widen_halo", True, _widen_halo, needs_agreeing_ranks=True),
 )
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..report import Attempt, DeadlineReached, Frame, TraceReport, WorkerError, tolerance_for
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
+from .trust_action import suspicious_head, trust_lines
 from .unrouted import unrouted_action
 
 __all__ = ["next_action"]
@@ -38,7 +39,7 @@ def _failing(a: Attempt, atol: Any, rtol: Any) -> str:
             continue
         if name in split:
             parts.append(f"{name} (ranks disagree; each within tolerance of the reference)")
-        elif v.status in ("missing", "shape", "nonfinite") or v.max_abs_diff is None:
+        elif v.status in ("missing", "shape", "nonfinite", "suspicious") or v.max_abs_diff is None:
             parts.append(f"{name} ({v.status})")
         else:
             a_tol, r_tol = _num(tolerance_for(atol, name, v.kind)), _num(tolerance_for(rtol, name, v.kind))
@@ -129,7 +130,7 @@ def _verdict_action(report: TraceReport) -> str:
             + degenerate[0]
             + ". A pass on this sample proves nothing; use a larger (longer) sample or fewer ranks and validate again"
         )
-        return "\n".join([head, *degenerate[1:]])
+        return "\n".join([head, *degenerate[1:], *trust_lines(report)])
     if best.error is not None and not best.verdicts:
         return "\n".join([_error_action(best.error), *crash_lines(best)])
     lines += unrouted_action(best)  # what ran unseen comes before any other cause: it voids them
@@ -138,6 +139,7 @@ def _verdict_action(report: TraceReport) -> str:
         if report.fix_applied:
             head += f" after auto-fix ({best.rule}); save report.spec as your spec file"
         lines.append(head)
+        lines += trust_lines(report)
         lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
     halo = best.halo_completeness or {}
@@ -155,6 +157,9 @@ def _verdict_action(report: TraceReport) -> str:
     split = disagreement_head(best)
     if split is not None:
         lines.append(split if not lines else "also: " + split.removeprefix("FAIL — "))
+    suspicious = suspicious_head(best)
+    if suspicious is not None and not lines:
+        lines.append(suspicious)
     if best.error is not None and not lines:
         lines.append(f"FAIL — {best.error.hint}")
     layer = best.layer_divergence or {}
@@ -173,5 +178,6 @@ def _verdict_action(report: TraceReport) -> str:
             lines.append(
                 f"first divergent module: {first['module']} ({first['class']}), rel diff {_num(first.get('rel_diff'))}"
             )
+    lines += trust_lines(report)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
