@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "server" / "faults" / "models" / "grandchild.py"
+DEVICE = os.environ.get("DISTCHECK_BENCH_DEVICE", "cuda:0")
 SLACK_MIB = 64  # what nvidia-smi's reading may wander by with nothing of ours on the GPU
 
 
@@ -65,13 +66,16 @@ def one(sig: signal.Signals) -> str:
     env = dict(os.environ, FAULT_MARKER_DIR=str(markers), TMPDIR=str(tmp), DISTCHECK_BENCH_MARKER=tag)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "server"), str(ROOT), env.get("PYTHONPATH", "")])
     argv = [sys.executable, "-m", "distcheck", "validate", f"{MODEL}:model_factory", "--world-size", "2"]
-    argv += ["--device", "cuda:0", "--no-auto-fix", "--no-layer-diagnostic", "--timeout", "300"]
+    argv += ["--device", DEVICE, "--no-auto-fix", "--no-layer-diagnostic", "--timeout", "300"]
     err = open(work / "cli.err", "w")
-    proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    out = open(work / "cli.out", "w")
+    proc = subprocess.Popen(argv, cwd=work, env=env, stdout=out, stderr=err, start_new_session=True)
     deadline = time.monotonic() + 240
     while not (markers / "grandchild").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            return f"| {sig.name} | CLI exited {proc.returncode} before the forward | | | |"
+            text = (work / "cli.out").read_text() + (work / "cli.err").read_text()
+            tail = " / ".join(text.strip().splitlines()[:6])
+            return f"| {sig.name} | CLI exited {proc.returncode} before the forward: {tail} | | | |"
         time.sleep(0.1)
     time.sleep(1.0)
     held = used_mib()

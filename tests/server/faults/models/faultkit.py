@@ -51,7 +51,7 @@ class Energy(nn.Module):
         e = (batch.positions**2).sum(dim=1)
         if self.hook is not None:
             self.hook(batch)
-        energy = torch.zeros(batch.num_systems, dtype=e.dtype).index_add(0, batch.batch, e)
+        energy = torch.zeros(batch.num_systems, dtype=e.dtype, device=e.device).index_add(0, batch.batch, e)
         return {"energy": energy}
 
 
