@@ -204,7 +204,8 @@ def arm_forkserver() -> bool:
     become_subreaper()
     # Orphans it adopts are reaped by its SIGCHLD loop, which warns about pids it did not fork.
     warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by helpers_ignore_sigint
+    # blocked by helpers_ignore_sigint (the mask survives exec)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     signal.signal(signal.SIGTERM, _forkserver_stopped)
     signal.signal(signal.SIGHUP, _forkserver_stopped)
     signal.signal(OWNER_GONE_SIGNAL, _forkserver_owner_gone)
@@ -279,12 +280,14 @@ def helpers_ignore_sigint() -> Iterator[None]:
     """Start helper processes (the forkserver, the resource tracker) in the body with SIGINT ignored,
     which they keep through exec: a Ctrl-C in a terminal goes to the whole foreground process group,
     and a helper still importing its modules would die of it with a traceback on the user's screen.
-    Only in the main thread. SIGINT is also blocked there meanwhile, so one that comes in the
-    meantime stays pending and raises KeyboardInterrupt as soon as the body is done."""
+    Only in the main thread. SIGINT, SIGTERM and SIGHUP are also blocked there meanwhile, so one that
+    comes in the meantime stays pending and is handled as soon as the body is done."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # SIGTERM and SIGHUP wait too: one that struck while multiprocessing starts a helper would leave
+    # it running unrecorded (its pid not yet stored), out of reach of the clean-up that follows.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield

@@ -244,9 +244,9 @@ def run_reference(
             ctx = process_context()
         proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
         procs.append(proc)  # before start: an interrupted start still gets stopped
-        t_start = time.perf_counter()
         with main_hidden():
-            proc.start()
+            proc.start()  # returns once forked: a cold pool's start-up (torch imported) is not the run's time
+        t_start = time.perf_counter()
         try:
             supervise(
                 procs,

@@ -67,8 +67,13 @@ async def _fresh_runner_only(s: Session, old_runner: int, timeout: float = 60.0)
         await asyncio.sleep(0.2)
     server = info["pid"]
     new_runner = int(runner["pid"])
-    allowed = {new_runner, *_tree(new_runner)}
-    extra = set(_tree(server)) - allowed
+    # What the old runner left is being killed: give it a bounded moment to go.
+    while True:
+        allowed = {new_runner, *_tree(new_runner)}
+        extra = set(_tree(server)) - allowed
+        if not extra or time.monotonic() > deadline + 10:
+            break
+        await asyncio.sleep(0.1)
     assert not extra, f"processes left besides the fresh runner: {extra}"
     return new_runner
 

@@ -50,7 +50,7 @@ def test_passes_with_the_inferred_spec(world_size: int, tmp_path: Path) -> None:
     counts = report.attempts[0].handler_counts
     # scatter_sum: 2 message aggregations per rank (halo-corrected) and 2 per-system sums (e0, interaction
     # energy) + MACE's `positions.sum() * 0` in the displacement per rank.
-    assert counts["halo_scatter_correction[scatter_add_]"] == 2 * world_size
+    assert counts["halo_scatter_correction[scatter_add]"] == 2 * world_size
     assert counts["per_system_reduce"] == 3 * world_size
     assert not any(k.startswith("unintercepted") for k in counts)
     assert flagged(report) == [] and report.attempts[0].helper_diagnostics == []

@@ -56,7 +56,7 @@ def test_passes_with_the_inferred_spec(world_size: int, tmp_path: Path) -> None:
     assert spec.all_reduce_outputs == [] and spec.owned_only_outputs == []
     assert spec.distribution.policy.scatter_mode == "halo_correction"
     counts = report.attempts[0].handler_counts
-    assert counts["halo_scatter_correction[scatter_add_]"] == 3 * world_size  # one CFConv per interaction
+    assert counts["halo_scatter_correction[scatter_add]"] == 3 * world_size  # one CFConv per interaction
     assert counts["per_system_reduce"] == world_size  # the `add` readout
     assert not any(k.startswith("unintercepted") for k in counts)
     assert flagged(report) == []
