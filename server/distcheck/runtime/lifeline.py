@@ -217,8 +217,21 @@ def arm_forkserver() -> bool:
     return True
 
 
+_PF_EXITING = 0x4  # /proc/<pid>/stat flags: the process has begun to exit
+
+
 def _owner_alive() -> bool:
-    return _forkserver_owner is not None and os.getppid() == _forkserver_owner
+    """Whether the owner still runs. A dying owner closes its files (the forkserver's alive pipe reads
+    EOF, its run directory locks are free) before the kernel re-parents the forkserver, so an owner that
+    is still the parent but has begun to exit counts as gone."""
+    if _forkserver_owner is None or os.getppid() != _forkserver_owner:
+        return False
+    try:
+        with open(f"/proc/{_forkserver_owner}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return not sys.platform.startswith("linux")
+    return fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_EXITING
 
 
 def _forkserver_cleanup() -> None:
@@ -226,8 +239,30 @@ def _forkserver_cleanup() -> None:
         return
     kill_tree()
     if _forkserver_owner is not None and not _owner_alive():
-        sweep_run_dirs(owner=_forkserver_owner)
+        _sweep_dying_owner(_forkserver_owner)
         _remove_owner_socket_dir()
+
+
+_OWNER_EXIT_WAIT_S = 10.0
+
+
+def _sweep_dying_owner(owner: int) -> None:
+    """Remove `owner`'s run directories once their locks are free. A killed owner signals its forkserver
+    while its last threads are still exiting (freeing a large address space first), so its files, the
+    locks among them, can close a moment later: wait for that, bounded."""
+    deadline = time.monotonic() + _OWNER_EXIT_WAIT_S
+    while True:
+        sweep_run_dirs(owner=owner)
+        if not _run_dirs_of(owner) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _run_dirs_of(owner: int) -> list[str]:
+    base = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        return [n for n in os.listdir(base) if (m := _RUN_DIR.match(n)) and int(m.group(1)) == owner]
+    return []
 
 
 def _remove_owner_socket_dir() -> None:
@@ -317,9 +352,12 @@ class RunDir:
     def __init__(self, kind: str) -> None:
         sweep_run_dirs()
         self.path = tempfile.mkdtemp(prefix=f"distcheck-{kind}-{os.getpid()}-")
-        self._lock_fd: int | None = os.open(os.path.join(self.path, _LOCK), os.O_WRONLY | os.O_CREAT, 0o600)
+        # Locked under another name, then renamed: a sweep never sees the lock file unlocked while its
+        # owner lives.
+        pending = os.path.join(self.path, _LOCK + ".new")
+        self._lock_fd: int | None = os.open(pending, os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        os.set_inheritable(self._lock_fd, False)
+        os.rename(pending, os.path.join(self.path, _LOCK))
 
     def remove(self) -> None:
         """Delete the directory (idempotent)."""
