@@ -14,6 +14,8 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
+from ..option_check import check_options
+from ..rank_limits import check_world_size
 from ..report import (
     Attempt,
     DeadlineReached,
@@ -31,7 +33,6 @@ from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..runtime.model import WrapperError
 from ..spec import MLIPSpec
-from ..targets import check_options, check_world_size
 from .autofix import FixContext, propose
 from .crash import crash_handler_counts, crash_traces
 from .deadline import Budget

@@ -1,0 +1,268 @@
+"""`python -m distcheck.jobs.runner`: the editor daemon's long-lived child that runs validations.
+
+The LSP daemon never imports torch or user code; this process does. It imports torch once, keeps the
+`forkserver` of `distcheck.runtime.launch.process_context()` warm (torch and distcheck preloaded) and
+runs one validation at a time, so each run forks its reference and rank processes in well under a
+second while the user's code is still imported fresh in every one of them.
+
+Protocol (JSON lines; requests on stdin, messages on the original stdout; see docs/protocol.md)::
+
+    → {"id": n, "method": "ping"}
+    ← {"id": n, "pong": true, "pid": …, "torch": "2.x", "cuda": false, "python": "…"}
+    → {"id": n, "method": "validate", "params": {"target": <Target.to_wire()>, "spec": <spec JSON> | null}}
+    ← {"id": n, "event": "reference_started", "info": {…}}          (any number of progress events)
+    ← {"id": n, "result": <TraceReport JSON>, "notice": str | null}
+      or {"id": n, "error": {"type", "message", "hint", "frames"}}
+    → {"id": n, "method": "shutdown"}
+
+Anything else the process (or user code it imports) prints goes to stderr, which the daemon logs:
+file descriptor 1 is pointed at stderr at start-up and the protocol uses a private duplicate. The
+runner is its own process-group leader (the daemon starts it with `start_new_session=True`); ranks
+and the reference run lead their own groups. If the daemon goes away, a watchdog kills every
+process this runner started and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from ..options import EDITOR
+
+__all__ = ["main", "validate"]
+
+NO_GPU_NOTICE = (
+    "no GPU: validated on the CPU with gloo (validate_on_cpu), because torch in the runner sees no CUDA "
+    "device; run the editor where torch sees a GPU to validate with trace_and_validate, or set "
+    f"{EDITOR.assign('device', 'cpu')} to validate on the CPU on purpose"
+)
+
+
+class _Channel:
+    """The protocol's output: one JSON object per line, written under a lock."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.raw(json.dumps(message, default=_jsonable, allow_nan=False))
+
+    def raw(self, line: str) -> None:
+        with self.lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _clean_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, float) and value != value:  # NaN
+            out[key] = None
+        else:
+            out[key] = value
+    return out
+
+
+def _frames(exc: BaseException) -> list[dict[str, Any]]:
+    """Traceback frames of `exc` and of the exception it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 5:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    frames: list[dict[str, Any]] = []
+    for item in reversed(chain):
+        for f in traceback.extract_tb(item.__traceback__):
+            frames.append({"file": os.path.abspath(f.filename), "line": f.lineno or 0, "function": f.name})
+    return frames
+
+
+def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
+    """Run one job as the CLI would, hints in the editor's words; returns (the TraceReport, a notice or None).
+
+    `params["target"]` is a `Target.to_wire()` (its options merged and checked by the daemon, checked
+    again here), `params["spec"]` the prior spec (the editor's buffer) or None."""
+    from ..spec import MLIPSpec
+    from ..validate.isolation import isolated_global_state
+    from .devices import NO_GPU_NOTICE as FELL_BACK
+    from .paths import pop_python_path, purge_user_modules, push_python_path
+    from .run import run_job
+    from .target import Target
+
+    target = Target.from_wire(params.get("target"))
+    raw_spec = params.get("spec")
+    spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
+    notices: list[str] = []
+    with isolated_global_state():  # what the target's code sets here must not reach the next validation
+        before = set(sys.modules)
+        home = os.getcwd()
+        state = push_python_path(target.python_path)
+        try:
+            os.chdir(target.root)  # the user's code runs where the CLI would run it: in the project directory
+            report = run_job(target, spec=spec, words=EDITOR, notice=notices.append, progress=emit)
+        finally:
+            os.chdir(home)
+            pop_python_path(state)
+            purge_user_modules(before, [*target.python_path, target.root])
+    return report, NO_GPU_NOTICE if FELL_BACK in notices else None
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    from ..option_check import ConfigError
+    from .setup_errors import setup_error
+
+    known = setup_error(exc, EDITOR)
+    if known is not None:
+        message, hint = known
+        kind = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
+        return {"type": kind, "message": message, "hint": hint, "frames": _frames(exc)}
+    return {
+        "type": type(exc).__name__,
+        "message": f"internal error: {type(exc).__name__}: {exc}",
+        "hint": "this is a distcheck bug: report it with the traceback from the distcheck output channel",
+        "frames": _frames(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    }
+
+
+def _kill_descendants() -> None:
+    """Kill every process under this runner, in whatever process group or session it is (the
+    forkserver, the ranks and what the model started), except this runner itself."""
+    # The pool and the ranks start only after torch and the runtime are imported: without the runtime
+    # nothing was started, and the watchdog thread must not import torch (the import guard is the
+    # main thread's business).
+    lifeline = sys.modules.get("distcheck.runtime.lifeline")
+    if lifeline is None:
+        return
+    try:
+        lifeline.kill_tree()
+    except Exception as exc:  # never let the watchdog die: it is the runner's last line of defence
+        print(f"distcheck runner: could not kill its processes: {exc}", file=sys.stderr, flush=True)
+
+
+def _watchdog(parent: int) -> None:
+    """Die with the daemon that started this runner, however it dies: the kernel sends SIGKILL when
+    it exits (the forkserver then kills the ranks, see `runtime.lifeline`). Where that cannot be set,
+    or the daemon was gone before it was, notice within half a second, kill every process this
+    runner started and exit."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            _kill_descendants()
+            os._exit(3)
+
+
+def _warm_pool() -> None:
+    """Start the forkserver now (torch preloaded) so the first validation does not wait for it."""
+    try:
+        from ..runtime.launch import process_context
+
+        process_context()
+    except Exception as exc:  # the pool starts on first use anyway
+        print(f"distcheck runner: could not pre-start the process pool: {exc}", file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    """Serve requests from stdin until EOF or `shutdown`."""
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)  # whatever else writes to stdout (user code, libraries) ends up in the daemon's log
+    channel = _Channel(os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1))
+    parent = os.getppid()
+    threading.Thread(target=_watchdog, args=(parent,), daemon=True, name="distcheck-watchdog").start()
+    from .. import importguard
+
+    importguard.install()  # before torch: nothing below may come from a project directory
+    t0 = time.perf_counter()
+    import torch
+
+    print(
+        f"distcheck runner {os.getpid()}: torch {torch.__version__} imported in {time.perf_counter() - t0:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    warmed = False
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError:
+            print(f"distcheck runner: ignoring a line that is not JSON: {line[:200]!r}", file=sys.stderr, flush=True)
+            continue
+        if not isinstance(request, dict):
+            continue
+        req_id = request.get("id")
+        method = request.get("method")
+        if method == "ping":
+            channel.send(
+                {
+                    "id": req_id,
+                    "pong": True,
+                    "pid": os.getpid(),
+                    "torch": torch.__version__,
+                    "cuda": bool(torch.cuda.is_available()),
+                    "python": sys.version.split()[0],
+                }
+            )
+            if not warmed:
+                _warm_pool()
+                warmed = True
+        elif method == "shutdown":
+            break
+        elif method == "validate":
+            if not warmed:
+                _warm_pool()
+                warmed = True
+
+            def emit(event: str, info: Mapping[str, Any], req_id: Any = req_id) -> None:
+                channel.send({"id": req_id, "event": event, "info": _clean_info(info)})
+
+            try:
+                report, notice = validate(request.get("params") or {}, emit)
+            except Exception as exc:
+                channel.send({"id": req_id, "error": _error(exc)})
+                continue
+            channel.raw(f'{{"id": {json.dumps(req_id)}, "notice": {json.dumps(notice)}, "result": {report.to_json()}}}')
+        else:
+            channel.send(
+                {
+                    "id": req_id,
+                    "error": {
+                        "type": "UnknownMethod",
+                        "message": f"unknown method {method!r}",
+                        "hint": "the daemon and the runner come from different distcheck versions; reinstall",
+                        "frames": [],
+                    },
+                }
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
