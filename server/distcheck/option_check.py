@@ -4,7 +4,8 @@
 each key with its line, the editor per setting, the library entry points and `run_distributed` on
 their arguments); it raises `OptionError` and nothing else, whatever it is given. `normalize` turns a
 checked value into the form the engine takes (a float for a `float` option, a float or a dict of
-floats for a tolerance). No torch here.
+floats for a tolerance); `tolerance_of` is the one reading of a per-output tolerance the engine
+applies (output name, then output kind, then `"default"`). No torch here.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .options import OPTION_ALIASES, OPTION_TYPES, OPTIONS, Option
+from .options import OPTION_ALIASES, OPTION_TYPES, OPTIONS, OUTPUT_KINDS, Option
 
 __all__ = [
     "KIND_WORDS",
     "ConfigError",
     "OptionError",
+    "Tolerance",
     "check_option",
     "check_options",
     "check_type",
     "normalize",
+    "strictest",
+    "tolerance_of",
+    "unknown_tolerance_keys",
+    "with_default",
 ]
 
 KIND_WORDS = {
@@ -205,3 +211,39 @@ def normalize(option: str, value: Any) -> Any:
     if kind == "list[str]":
         return list(value)
     return value
+
+
+Tolerance = float | Mapping[str, float]
+"""An `atol` / `rtol` as the engine takes it: one number, or numbers per output name, output kind and `"default"`."""
+
+
+def with_default(tol: Tolerance, default: float) -> Tolerance:
+    """`tol` with a `"default"` entry (`default`) when it is a table without one, so every output has a tolerance."""
+    if isinstance(tol, Mapping):
+        return {"default": float(default), **{str(k): float(v) for k, v in tol.items()}}
+    return float(tol)
+
+
+def tolerance_of(tol: Tolerance, name: str, kind: str) -> float:
+    """The tolerance of output `name` of `kind`: `tol` itself, or its entry by name, then kind, then `"default"`
+    (`KeyError` when a table has none of them: `with_default` first)."""
+    if isinstance(tol, Mapping):
+        for key in (name, kind, "default"):
+            if key in tol:
+                return float(tol[key])
+        raise KeyError(f"no tolerance for output {name!r} ({kind}) and no default")
+    return float(tol)
+
+
+def strictest(tol: Tolerance) -> float:
+    """The smallest tolerance `tol` gives any output (for comparisons that belong to no one output: module records)."""
+    return min(float(v) for v in tol.values()) if isinstance(tol, Mapping) else float(tol)
+
+
+def unknown_tolerance_keys(tol: Tolerance, outputs: Mapping[str, str]) -> list[str]:
+    """The keys of a per-output `tol` that name neither an output of `outputs` (name → kind), an output kind nor
+    `"default"`: a misspelt output, whose tolerance would silently not apply."""
+    if not isinstance(tol, Mapping):
+        return []
+    known = {*outputs, *OUTPUT_KINDS, "default"}
+    return [k for k in tol if k not in known]

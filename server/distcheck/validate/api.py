@@ -14,7 +14,8 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
-from ..option_check import check_options
+from ..option_check import OptionError, Tolerance, check_options, strictest, unknown_tolerance_keys, with_default
+from ..options import option
 from ..rank_limits import check_world_size
 from ..report import (
     Attempt,
@@ -74,8 +75,8 @@ def trace_and_validate(
     *,
     world_size: int = 2,
     device: str | Sequence[str] = "cuda:0",
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: Tolerance = 1e-5,
+    rtol: Tolerance = 1e-4,
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     backend: str = "auto",
@@ -133,8 +134,8 @@ def validate_on_cpu(
     sample_batch: Any,
     *,
     world_size: int = 2,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: Tolerance = 1e-5,
+    rtol: Tolerance = 1e-4,
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     timeout_sec: float = 120.0,
@@ -175,6 +176,22 @@ def _as_list(packages: Sequence[str] | None) -> Any:
     if packages is None or isinstance(packages, str) or not isinstance(packages, (list, tuple)):
         return packages
     return list(packages)
+
+
+def _check_tolerance_names(atol: Tolerance, rtol: Tolerance, kinds: Mapping[str, str]) -> None:
+    """Refuse a per-output tolerance that names no output of the model (nor an output kind): a misspelt
+    output would otherwise be compared under the default without a word."""
+    for name, tol in (("atol", atol), ("rtol", rtol)):
+        unknown = unknown_tolerance_keys(tol, kinds)
+        if unknown:
+            outputs = ", ".join(kinds) or "none"
+            raise OptionError(
+                name,
+                tol,
+                f"{name} names {', '.join(map(repr, unknown))}, which is neither an output of the model (its outputs: "
+                f"{outputs}) nor an output kind (per_node, per_graph, global)",
+                f"spell the output as the model returns it (or use an output kind, or default) in {name}",
+            )
 
 
 def _findable(package: str) -> bool:
@@ -268,7 +285,8 @@ def _evaluate(
     )
     layer = None
     if opts["layer_diagnostic"] and all(i is not None for i in run.instrumentation):
-        layer = compare_layers(reference["layers"], [i["layers"] for i in run.instrumentation], opts["rtol"])
+        ranks = [i["layers"] for i in run.instrumentation]
+        layer = compare_layers(reference["layers"], ranks, strictest(opts["rtol"]))  # no one output's: the tightest
     info = reference["wrapper"]
     policy = spec.distribution.policy
     halo = halo_completeness(  # the depth is the measured one when the wrapper declares less
@@ -379,8 +397,8 @@ def _validate(
     *,
     world_size: int,
     device: str | Sequence[str],
-    atol: float,
-    rtol: float,
+    atol: Tolerance,
+    rtol: Tolerance,
     auto_fix: bool,
     max_fix_attempts: int,
     backend: str,
@@ -414,6 +432,7 @@ def _validate(
             "allow_oversubscribe": allow_oversubscribe,
         }
     )
+    atol, rtol = with_default(atol, option("atol").default), with_default(rtol, option("rtol").default)
     ref: FactoryRef = resolve_factory(model_factory)
     batch: Batch = as_batch(sample_batch)
     if session is not None:
@@ -489,6 +508,7 @@ def _validate(
     _emit(progress, "reference_finished", seconds=t_reference)
     current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
     meta["inference_notes"] = notes
+    _check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
     if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
         meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
