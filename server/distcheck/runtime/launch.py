@@ -258,7 +258,9 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     ahead = spares_child.prebuilt_for(
         job["factory"].describe(), MLIPSpec.from_dict(job["spec"]).distribution.torchscript, workdir
     )
-    prepared = prepare_rank(rank, world_size, job if ahead is None else {**job, "factory": ahead}, device, beacon.set_phase)
+    prepared = prepare_rank(
+        rank, world_size, job if ahead is None else {**job, "factory": ahead}, device, beacon.set_phase
+    )
     prepared.timings["rendezvous"] = rendezvous
     if ahead is not None:  # built while the reference ran: its own time, outside this run's wall time
         prepared.timings["factory"] = ahead.seconds

@@ -229,8 +229,8 @@ class SparePool:
         with self._cond:
             for device, n in counts.items():
                 self._wanted[device] = max(self._wanted.get(device, 0), int(n))
-            merged = tuple(dict.fromkeys([*self._packages, *packages]))
-            if merged != self._packages:  # idle spares without the new packages are replaced
+            merged = tuple(dict.fromkeys(packages))  # the coming validation's, not an earlier target's
+            if merged != self._packages:  # idle spares with other packages are replaced
                 self._packages = merged
                 stale = [s for s in self._idle if set(s.packages) != set(merged)]
                 self._idle = [s for s in self._idle if s not in stale]
@@ -260,6 +260,16 @@ class SparePool:
             ctx = process_context()
         self.counts["started_on_claim"] += 1
         return self._start(ctx, device, packages)
+
+    def lower(self, counts: Mapping[str, int]) -> None:
+        """Want at most `counts[device]` spares of these devices from now on (what is idle stays until
+        claimed or expired); no-op while `keep_warm` holds spares for the next validation."""
+        with self._cond:
+            if self.keep_s:
+                return
+            for device, n in counts.items():
+                if device in self._wanted:
+                    self._wanted[device] = min(self._wanted[device], int(n))
 
     def settle(self) -> None:
         """End of a validation: keep the wanted spares warm for `keep_s` when `keep_warm` asked for it,
@@ -295,12 +305,14 @@ class SparePool:
         reported it (PSS, GPU bytes and where that figure comes from), the bounds and the counters."""
         with self._cond:
             idle = list(self._idle)
+            for s in idle:
+                s.ready()  # reads a warm-up report that came in (under the lock, as the keeper does)
             wanted = dict(self._wanted)
         per_device: dict[str, dict[str, Any]] = {}
         for s in idle:
             d = per_device.setdefault(s.device, {"idle": 0, "warm": 0, "memory_bytes": 0, "gpu_bytes": 0})
             d["idle"] += 1
-            if s.ready() and s.info is not None:
+            if s.info is not None:
                 d["warm"] += 1
                 d["memory_bytes"] += int(s.info.get("memory_bytes", 0))
                 d["gpu_bytes"] += int(s.info.get("gpu_bytes", 0))
@@ -461,9 +473,7 @@ def keep_warm(
     return the_pool
 
 
-def prestart(
-    devices: Sequence[str] | str = "cpu", world_size: int = 2, *, factory: str | None = None
-) -> SparePool:
+def prestart(devices: Sequence[str] | str = "cpu", world_size: int = 2, *, factory: str | None = None) -> SparePool:
     """Start the spares of one coming validation now and return at once: for the CLI, before it loads
     the target and the sample. `factory` (as the user wrote it) picks the packages that target's
     model imported last time (`spares_cache`)."""

@@ -86,7 +86,8 @@ def spare_main(conn: Connection, plan: dict[str, Any]) -> None:
             os.setpgrp()  # out of the owner's foreground group: a Ctrl-C there is the owner's to handle
         _quiet()
         info = _warm(plan)
-        conn.send_bytes(pickle.dumps(("ready", info)))
+        with contextlib.suppress(OSError):  # claimed while warming: the owner sent its job and closed its end
+            conn.send_bytes(pickle.dumps(("ready", info)))
         _serve(conn, float(plan.get("idle_timeout_s", 600.0)))
     except BaseException:
         code = 1
@@ -140,7 +141,9 @@ def _warm_autograd(device: torch.device) -> None:
     edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]], device=device)
     vec = pos[edges[1]] - pos[edges[0]]
     e_atom = torch.zeros(8, dtype=pos.dtype, device=device).index_add(0, edges[0], (vec * vec).sum(dim=1))
-    energy = torch.zeros(1, dtype=pos.dtype, device=device).index_add(0, torch.zeros(8, dtype=torch.long, device=device), e_atom)
+    energy = torch.zeros(1, dtype=pos.dtype, device=device).index_add(
+        0, torch.zeros(8, dtype=torch.long, device=device), e_atom
+    )
     (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
     del grad
 

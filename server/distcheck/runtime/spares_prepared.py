@@ -103,11 +103,20 @@ class ValidationSpares:
     later attempts) wanted from its start, its first attempt's ranks built while the reference runs,
     and whatever was not used dropped at its end (or kept warm, see `SparePool.settle`)."""
 
-    def __init__(self, factory: Any, devices: Sequence[str], world_size: int, packages: Sequence[str]) -> None:
+    def __init__(
+        self,
+        factory: Any,
+        devices: Sequence[str],
+        world_size: int,
+        packages: Sequence[str],
+        *,
+        later_attempts: bool,
+    ) -> None:
         self.factory = factory
         self.devices = list(devices)
         self.world_size = world_size
         self.packages = list(packages)
+        self.later_attempts = later_attempts
         self.prepared: PreparedRanks | None = None
 
     def start(self) -> None:
@@ -118,6 +127,10 @@ class ValidationSpares:
         """Once the reference run has its process: the first attempt's ranks build their wrappers."""
         if self.prepared is None:
             self.prepared = prepare_ranks(self.factory, spec, self.world_size, self.devices)
+        # refilled from now on: the ranks of a later attempt (or nothing, when there can be none)
+        pool().lower(
+            rank_counts(self.devices, reference=False) if self.later_attempts else dict.fromkeys(self.devices, 0)
+        )
 
     def take(self) -> PreparedRanks | None:
         """The prepared ranks for the first attempt (once)."""

@@ -3,12 +3,14 @@ diff, auto-fix and diagnostics, returned as a `TraceReport`."""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import importlib.util
 import os
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 
@@ -33,6 +35,8 @@ from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..runtime.model import WrapperError
+from ..runtime.spares_cache import packages_for, record
+from ..runtime.spares_prepared import ValidationSpares
 from ..spec import MLIPSpec
 from .autofix import FixContext, propose
 from .crash import crash_handler_counts, crash_traces
@@ -62,7 +66,7 @@ from .sensitivity import RoundoffMeter, make_control_runner
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
 
-DEFAULT_WATCHED_HELPERS: tuple[str, ...] = ("aimnet.nbops",)
+DEFAULT_WATCHED_HELPERS: tuple[str, ...] = tuple(option("watched_helper_packages").default)
 
 ProgressCallback = Callable[[str, Mapping[str, Any]], None]
 
@@ -391,6 +395,38 @@ def _failed_attempt(
     )
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
+
+
+def _with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        token = _AHEAD.set(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ahead = _AHEAD.get()
+            _AHEAD.reset(token)
+            if ahead is not None:
+                ahead.close()
+
+    return wrapper
+
+
+def _start_spares(ref: FactoryRef, devices: Sequence[str], world_size: int, later_attempts: bool) -> ValidationSpares:
+    """Ask for this validation's spares (with the packages the target's model imported last time)
+    before its reference run; the first attempt's ranks build while it runs (`on_started`)."""
+    ahead = ValidationSpares(ref, devices, world_size, packages_for(ref.describe()), later_attempts=later_attempts)
+    _AHEAD.set(ahead)
+    ahead.start()
+    return ahead
+
+
+@_with_spares
 def _validate(
     model_factory: Callable[..., Any] | str,
     sample_batch: Any,
@@ -479,6 +515,8 @@ def _validate(
         meta["hosts"] = session.hosts
         meta["placement"] = session.placement
     budget = Budget(timeout_sec, deadline_sec, start=t_start)
+    ahead = None if session is not None else _start_spares(ref, devices, world_size, auto_fix and max_fix_attempts > 0)
+    planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:
@@ -490,6 +528,7 @@ def _validate(
             helper_sample_every=helper_sample_every,
             layer_diagnostic=layer_diagnostic,
             timeout_sec=budget.run_timeout(),
+            on_started=None if ahead is None else lambda: ahead.prepare(planned),
         )
     except DistributedError as err:
         meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
@@ -501,6 +540,8 @@ def _validate(
         report.next_action = next_action(report)
         return report
     t_reference = time.perf_counter() - t0
+    if ahead is not None:  # what this target's next validation's spares import ahead
+        record(ref.describe(), dict(reference.get("imported_packages") or {}))
     meta["skipped_helper_packages"] = [p for p in requested if p not in watched] + list(
         reference["helpers"].get("skipped", [])
     )
@@ -578,6 +619,7 @@ def _validate(
                         instrumentation=RANK_INSTRUMENTATION,
                         instrumentation_options=instrumentation_options,
                         on_event=lambda name, info: _emit(progress, name, **info),
+                        prepared=ahead.take() if ahead is not None else None,  # built during the reference
                     )
             except DistributedError as err:
                 attempts.append(
