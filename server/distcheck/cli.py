@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -192,7 +193,7 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _options_paragraph() -> str:
     """The validator options as `--help` lists them: name (the pyproject key) and flag, from the record."""
     names = ", ".join(f"{o.name} ({o.flag}{' / ' + o.cli_off if o.cli_off else ''})" for o in OPTIONS)
-    return f"\nValidator options (pyproject key and flag): {names}.\n"
+    return "\n" + textwrap.fill(f"Validator options (pyproject key and flag): {names}.", width=100) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -79,7 +79,10 @@ def _help(o: Option) -> str:
     """The flag's help with the option's default (one without a default says what none means itself)."""
     if o.default is None or o.kind == "bool":
         return o.cli_help
-    default = f"{o.default:g}" if isinstance(o.default, float) else str(o.default)
+    if isinstance(o.default, tuple):
+        default = ", ".join(o.default)
+    else:
+        default = f"{o.default:g}" if isinstance(o.default, float) else str(o.default)
     return f"{o.cli_help} (default {default})"
 
 

@@ -56,7 +56,8 @@ class Option:
     numbers per output name, output kind and `"default"`). The bound: `minimum` (exclusive when
     `exclusive`), `finite`, `choices` or `pattern` (a regular expression the whole value matches), with
     `words` saying the valid values in words and `example` a valid one (`choice_help`: one line per
-    choice). `nullable`: None means "not set". `help` is the sentence the editor's settings show.
+    choice). `nullable`: None means "not set" (the `default`; a tuple for a list). `help` is the
+    sentence the editor's settings show.
     `flag` is the CLI spelling (for a bool the switch that sets the opposite of `default`), `cli_help`
     its help, to which `--help` adds the default; `cli_off` is the switch that empties a list, with
     `cli_off_help`. `aliases` are other keys a table or the settings accept. `library`: whether every
@@ -230,15 +231,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "watched_helper_packages",
         "list[str]",
-        None,
-        "Third-party packages whose helpers are traced to find per-system reductions the runtime cannot see "
-        "(default: aimnet.nbops).",
+        ("aimnet.nbops",),
+        "Third-party packages whose helpers are traced to find per-system reductions the runtime cannot see.",
         nullable=True,
         flag="--watch",
         metavar="PKG",
         cli_off="--no-watch",
         cli_off_help="trace no third-party helpers",
-        cli_help="package whose helpers are traced (repeatable or comma-separated; replaces the default aimnet.nbops)",
+        cli_help="package whose helpers are traced (repeatable or comma-separated; replaces the default)",
         aliases=("watch",),
     ),
     Option(
@@ -329,7 +329,9 @@ class Vocabulary:
     def name(self, key: str) -> str:
         """How this caller spells `key` (a validator option, one of its aliases, or a `TARGET_KEYS` name)."""
         if key in _TARGET_KEY:
-            return _TARGET_KEY[key].flag if self.style == "cli" else key
+            if self.style == "cli":
+                return _TARGET_KEY[key].flag
+            return f"{key} in the pyproject target" if self.style == "editor" else key
         o = option(key)
         if self.style == "cli":
             return o.flag

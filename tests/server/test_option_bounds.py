@@ -430,7 +430,7 @@ def test_package_json_declares_exactly_the_options_with_bounds() -> None:
     declared = {k.removeprefix("distcheck.") for k in props} - {"interpreter", "trace.server"}
     assert declared == set(SETTING_KEYS)
     world = props["distcheck.worldSize"]
-    assert world["minimum"] == 1 and isinstance(world.get("maximum"), int)
+    assert world["minimum"] == 1 and "maximum" not in world  # the bound is the sample's atoms, not a constant
     assert "one run" in props["distcheck.timeoutSec"]["markdownDescription"]
     assert "whole validation" in props["distcheck.deadlineSec"]["markdownDescription"]
     for key in ("timeoutSec", "deadlineSec"):
