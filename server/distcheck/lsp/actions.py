@@ -20,8 +20,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..spec import MLIPSpec, SpecError, validate_json
-from ..spec.edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
-from ..spec.jsontext import JsonEditError, find, parse
+from ..spec_edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
+from ..spectext import JsonEditError, find, parse
 from .diagnostics import describe_change
 from .text import LineIndex
 
