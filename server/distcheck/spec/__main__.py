@@ -1,7 +1,0 @@
-"""`python -m distcheck.spec`: see `distcheck.spec.cli`."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
