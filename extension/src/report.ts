@@ -74,6 +74,12 @@ export interface AttemptJson {
   halo_completeness: Record<string, unknown>;
   timings: Record<string, JsonNumber>;
   reused_run?: boolean;
+  /** Aggregations no handler routed (`report.UnroutedOp`): op, aggregation, origin, count, file/line, call_file/call_line, ranks. */
+  unrouted?: Array<Record<string, unknown>>;
+  /** Replicated outputs that differ between ranks (`report.RankDisagreement`), with their first divergent module. */
+  rank_disagreements?: Array<Record<string, unknown>>;
+  /** Outputs within tolerance far above the round-off floor (`report_checks.SuspiciousOutput`). */
+  suspicious?: Array<Record<string, unknown>>;
 }
 
 export interface ReportJson {
@@ -87,6 +93,10 @@ export interface ReportJson {
   attempts: AttemptJson[];
   meta: Record<string, unknown>;
   target?: Record<string, unknown> | null;
+  /** The comparison's round-off floor (`report_checks.RoundoffFloor`). */
+  roundoff?: Record<string, unknown> | null;
+  /** The receptive field measured in the reference (`report_checks.ReceptiveField`). */
+  receptive_field?: Record<string, unknown> | null;
 }
 
 /** Params of the `distcheck/report` notification (and the result of `distcheck/lastReport`). */

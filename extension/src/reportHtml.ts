@@ -15,13 +15,14 @@
  *   lists are cut at `MAX_ITEMS` — a malformed report never blanks the panel.
  *
  * Clickable things are elements with `data-action` (the command the page script posts) and `data-args`
- * (a JSON object): openFile {file, line}, goToModule {module, cls, file, line}, declareAdapter
+ * (a JSON object): openFile {file, line}, goToModule {module, cls, file?, line?}, declareAdapter
  * {target, qualname, module, function, remedy}, applyBestSpec {target}, exportJson {target}, validate {target}.
  */
 
 import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, textOf, verdictOf } from "./report";
 import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { renderErrors, renderHelpers, renderLayers, renderPartition } from "./reportDetails";
+import { renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
 import { UNTRUSTED, VERDICT_LABEL, button, escapeHtml, fmt, jsonForScript, link } from "./reportMarkup";
 import { type Obj, renderAttempts, renderOutputs } from "./reportSections";
 import { STYLE } from "./reportStyle";
@@ -198,6 +199,10 @@ ${button("Validate again", "validate", { target }, trusted ? undefined : UNTRUST
   if (best) {
     parts.push(guarded("outputs", "Outputs", all, (p) => renderOutputs(new Reader(best as unknown as Obj, at(best), p), meta)));
   }
+  parts.push(guarded("unrouted", "Unrouted aggregations", all, (p) => renderUnrouted(attempts, best, p, at)));
+  parts.push(guarded("suspicious", "Suspicious outputs", all, (p) => renderSuspicious(attempts, best, report.roundoff, p, at)));
+  parts.push(guarded("disagreements", "Ranks that disagree", all, (p) => renderDisagreements(attempts, best, p, at)));
+  parts.push(guarded("checked", "What was checked", all, (p) => renderChecked(best, meta, report.receptive_field, p, at)));
   parts.push(guarded("helpers", "Third-party helpers", all, (p) => renderHelpers(attempts, best, target, trusted, p, at)));
   parts.push(guarded("layers", "Layer divergence", all, (p) => renderLayers(attempts, best, p, at)));
   parts.push(guarded("errors", "Worker error", all, (p) => renderErrors(attempts, p, at)));

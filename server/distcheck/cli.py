@@ -9,19 +9,14 @@ to stderr one plain line per event; the report goes to stdout. Exit codes: 0 pas
 A structure-file sample (`--sample traj.extxyz`) gives one system per frame; `--frames 0:10` (an index
 or a start:stop:step slice) picks some, `--dtype float32` reads them for a float32 model.
 
-Targets and their configuration are read by `distcheck.targets` (see its docstring for the format).
-The directory of the pyproject is put on `sys.path` too; with a factory reference on the command line
-the current directory is (as `python -m` does).
+Targets and their configuration are read by `distcheck.jobs.pyproject` (see its docstring for the
+format). The directory of the pyproject is put on `sys.path` too; with a factory reference on the command
+line the current directory is (as `python -m` does). The run itself is the job layer's
+(`distcheck.jobs.run`), shared with the editor's runner; its hints name this command's flags.
 
-Validator options (config key / flag): `world_size` (--world-size), `device` (--device), `atol`,
-`rtol`, `auto_fix` (--no-auto-fix), `max_fix_attempts`, `backend`, `timeout_sec` (--timeout: one
-run, i.e. the reference or one attempt's ranks), `deadline_sec` (--deadline: the whole validation),
-`watched_helper_packages` (--watch / --no-watch), `helper_sample_every`, `layer_diagnostic`
-(--no-layer-diagnostic), `allow_oversubscribe` (--allow-oversubscribe: more than 4 ranks per CPU
-core). Flags win over the target's entry, which wins over the table's defaults. Every value is
-checked before anything starts (NaN, inf or negative tolerances, a timeout or deadline that is not
-a finite number > 0, fewer than 2 ranks, more ranks than atoms of the sample's smallest system: exit
-code 2).
+Flags win over the target's entry, which wins over the table's defaults. Every value is checked before
+anything starts (NaN, inf or negative tolerances, a timeout or deadline that is not a finite number > 0,
+fewer than 2 ranks, more ranks than atoms of the sample's smallest system: exit code 2).
 """
 
 from __future__ import annotations
@@ -30,19 +25,26 @@ import argparse
 import contextlib
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import cli_args, importguard
+from . import cli_args
 from .cli_args import cli_options
 from .cli_junit import junit_xml
-from .cli_output import Printer, one_line, print_error, progress_line, rank_tag
-from .cli_report import error_report, save_spec_state, show_and_write, write_text
-from .cli_sample import add_dtype_hint, import_object, load_sample, source_of, where_raised
-from .cli_target import describe_target, loaded_factory, prior_spec, resolve_device, resolve_target
-from .targets import ConfigError, Target, check_options, check_rank_count, find_config, load_targets
+from .cli_output import Printer, one_line, print_error
+from .cli_report import error_report, save_spec_state, show_and_write
+from .cli_target import prior_spec, resolve_target
+from .jobs.paths import pop_python_path, push_python_path
+from .jobs.pyproject import find_config, load_targets
+from .jobs.run import describe_target, loaded_factory, run_job
+from .jobs.sample import add_dtype_hint, load_sample, where_raised
+from .jobs.setup_errors import setup_error
+from .jobs.target import Target
+from .option_check import ConfigError, check_options
+from .options import CLI, OPTIONS
+from .rank_limits import check_rank_count
 
 if TYPE_CHECKING:
     from .report import TraceReport
@@ -71,43 +73,15 @@ EXIT_INTERRUPTED = 130
 
 _VERDICT_EXIT = {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}
 
-# The names the editor's runner (`lsp/runner.py`) and older callers use; the code lives in cli_*.py.
-_Printer = Printer
-_import = import_object
-_load_sample = load_sample
-_source_of = source_of
-_resolve_device = resolve_device
-_where_raised = where_raised
-_one_line = one_line
-_progress_line = progress_line
-_write_text = write_text
-_error = print_error
-_rank_tag = rank_tag
-_error_report = error_report
-
-
 # --------------------------------------------------------------------------------------------------
 # running
 
 
-def _validate(target: Target, options: dict[str, Any], printer: _Printer) -> TraceReport:
-    from .validate import trace_and_validate, validate_on_cpu
-
-    factory = loaded_factory(target)
-    batch, sample_info = _load_sample(target, factory)
+def _validate(target: Target, options: dict[str, Any], printer: Printer) -> TraceReport:
+    """The job of a local run: `target` with the merged, checked `options`, hints in the CLI's words."""
+    target.options = options
     spec = prior_spec(target, printer)
-    device = _resolve_device(options, printer)
-    kwargs = dict(options, progress=printer.progress, spec=spec)
-    if device == "cpu":
-        backend = kwargs.pop("backend", "auto")
-        if backend == "nccl":
-            raise ConfigError("backend nccl needs CUDA devices, but the device is cpu", "use --backend gloo or auto")
-        report = validate_on_cpu(target.factory, batch, **kwargs)
-    else:
-        report = trace_and_validate(target.factory, batch, device=device, **kwargs)
-    describe_target(report, target, factory, sample_info)
-    add_dtype_hint(report, batch, sample_info)
-    return report
+    return run_job(target, spec=spec, words=CLI, notice=printer.notice, progress=printer.progress)
 
 
 def _launcher(choice: str) -> LauncherEnv | None:
@@ -133,7 +107,7 @@ def _launcher(choice: str) -> LauncherEnv | None:
 
 
 def _validate_launched(
-    target: Target, options: dict[str, Any], printer: _Printer, job: LauncherEnv, cli_world_size: int | None
+    target: Target, options: dict[str, Any], printer: Printer, job: LauncherEnv, cli_world_size: int | None
 ) -> TraceReport | None:
     """Every rank of a launched job runs this; rank 0 gets the report, the others None."""
     from .validate import validate_launched
@@ -143,7 +117,7 @@ def _validate_launched(
     sample_info: dict[str, Any] = {}
     spec: Any = None
     if job.rank == 0:  # the sample and the prior spec travel from rank 0 with every attempt
-        batch, sample_info = _load_sample(target, factory)
+        batch, sample_info = load_sample(target, factory, CLI)
         spec = prior_spec(target, printer)
     job_size = job.world_size
     world_size = options.pop("world_size", None)
@@ -159,45 +133,14 @@ def _validate_launched(
     report = validate_launched(target.factory, batch, device=device, progress=printer.progress, spec=spec, **options)
     if report is not None:
         describe_target(report, target, factory, sample_info)
-        add_dtype_hint(report, batch, sample_info)
+        add_dtype_hint(report, batch, sample_info, CLI)
     return report
 
 
-def _finish(report: TraceReport, target: Target, args: argparse.Namespace, printer: _Printer, out: TextIO) -> int:
+def _finish(report: TraceReport, target: Target, args: argparse.Namespace, printer: Printer, out: TextIO) -> int:
     """Show the report, write the files asked for, and return the verdict's exit code."""
     show_and_write(report, target, args, printer, out)
     return _VERDICT_EXIT.get(report.verdict, EXIT_ERROR)
-
-
-@dataclass
-class _PathState:
-    sys_path: list[str]
-    pythonpath: str | None
-    untrusted: list[str]
-
-
-def _push_python_path(dirs: Sequence[str]) -> _PathState:
-    """Put `dirs` first on `sys.path` (ranks inherit it) and on PYTHONPATH (processes they start),
-    with the import guard on: the standard library, torch and distcheck never resolve to them."""
-    importguard.install()
-    state = _PathState(list(sys.path), os.environ.get("PYTHONPATH"), importguard.distrust(dirs))
-    unique = list(dict.fromkeys(dirs))
-    for d in reversed(unique):
-        if d in sys.path:
-            sys.path.remove(d)
-        sys.path.insert(0, d)
-    current = [p for p in (state.pythonpath or "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join([*unique, *(p for p in current if p not in unique)])
-    return state
-
-
-def _pop_python_path(state: _PathState) -> None:
-    sys.path[:] = state.sys_path
-    importguard.restore(state.untrusted)
-    if state.pythonpath is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = state.pythonpath
 
 
 @contextlib.contextmanager
@@ -226,13 +169,13 @@ def _report_stream(out: TextIO) -> Iterator[TextIO]:
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     args.save_spec_state = save_spec_state(args.save_spec)  # first: edits made during the run must survive
     job = _launcher(args.launcher)
-    printer = _Printer(err, args.quiet or (job is not None and job.rank != 0))  # rank 0 speaks for the job
+    printer = Printer(err, args.quiet or (job is not None and job.rank != 0))  # rank 0 speaks for the job
     target = resolve_target(args)
     options = {**target.options, **cli_options(args)}
     check_options(options)
     if job is None:  # a launched job's size is the launcher's, checked when it joins
-        check_rank_count(options.get("world_size", 2))
-    state = _push_python_path(target.python_path)
+        check_rank_count(options.get("world_size", 2), CLI)
+    state = push_python_path(target.python_path)
     try:
         with _report_stream(out) as stream:
             if job is None:
@@ -244,35 +187,18 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 report = launched
             return _finish(report, target, args, printer, stream)
     finally:
-        _pop_python_path(state)
+        pop_python_path(state)
+
+
+def _options_paragraph() -> str:
+    """The validator options as `--help` lists them: name (the pyproject key) and flag, from the record."""
+    names = ", ".join(f"{o.name} ({o.flag}{' / ' + o.cli_off if o.cli_off else ''})" for o in OPTIONS)
+    return "\n" + textwrap.fill(f"Validator options (pyproject key and flag): {names}.", width=100) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `distcheck` argument parser (`validate --help` shows this module's docstring)."""
-    return cli_args.build_parser(description=__doc__)
-
-
-def _setup_error(exc: BaseException) -> tuple[str, str] | None:
-    """`(message, hint)` for the errors that mean "cannot validate as asked", else None."""
-    from .runtime.errors import SetupError
-    from .runtime.factory import FactoryError
-    from .spec import SpecError
-
-    if isinstance(exc, SpecError):
-        if exc.path == "$" and exc.line is None:
-            return f"cannot use the spec: {exc.message}", "fix the path given to --spec (or spec = in the config)"
-        where = f"{exc.file}:{exc.line}" if exc.file and exc.line else (exc.file or "the spec")
-        return f"invalid spec in {where}: {exc}", "fix the spec file, or drop --spec to start from the wrapper's spec"
-    if isinstance(exc, FactoryError):
-        return str(exc), (
-            "point TARGET at a factory defined with `def` at module scope ('path/file.py:function' or "
-            "'package.module:function'), not a lambda, closure or nested function"
-        )
-    if isinstance(exc, SetupError):
-        return str(exc), "change the options (see distcheck validate --help)"
-    if isinstance(exc, RuntimeError) and ("CUDA" in str(exc) or "cuda" in str(exc)):
-        return str(exc), "use --device cpu (or auto) on a machine without a GPU"
-    return None
+    """The `distcheck` argument parser (`validate --help` shows this module's docstring and the options)."""
+    return cli_args.build_parser(description=(__doc__ or "") + _options_paragraph())
 
 
 class _Stopped(BaseException):
@@ -353,21 +279,21 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         except ConfigError as exc:
             if args.traceback:
                 raise
-            _error(err, exc.message, exc.hint)
-            _error_report(args, err, "ConfigError", exc.message, exc.hint)
+            print_error(err, exc.message, exc.hint)
+            error_report(args, err, "ConfigError", exc.message, exc.hint)
             return EXIT_ERROR
         except Exception as exc:
             if args.traceback:
                 raise
-            known = _setup_error(exc)
+            known = setup_error(exc, CLI)
             if known is None:
                 known = (
-                    f"internal error: {type(exc).__name__}: {_one_line(exc)}{_where_raised(exc)}",
+                    f"internal error: {type(exc).__name__}: {one_line(exc)}{where_raised(exc)}",
                     "rerun with --traceback for the full traceback and report it as a distcheck bug",
                 )
-            _error(err, *known)
+            print_error(err, *known)
             trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            _error_report(args, err, type(exc).__name__, *known, trace)
+            error_report(args, err, type(exc).__name__, *known, trace)
             return EXIT_ERROR
     except KeyboardInterrupt:
         err.write("distcheck: interrupted; the validation was stopped\n")

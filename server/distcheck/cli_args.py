@@ -1,5 +1,8 @@
 """The `distcheck` command line's arguments: the parser, did-you-mean for mistyped options, and the
-flags → validator options (`targets.OPTION_TYPES`) and sample keys (`sample_options.SAMPLE_KEYS`)."""
+flags → validator options and sample keys. The validator flags are derived from `distcheck.options.OPTIONS`
+(spelling, metavar, help, choices): a value flag per option, a switch for a bool (the opposite of its
+default), `--watch` / `--no-watch` for the watched packages, and `--atol` / `--rtol` taking a number or
+`OUTPUT=number` (repeatable) for a tolerance per output or output kind."""
 
 from __future__ import annotations
 
@@ -8,29 +11,45 @@ import difflib
 from typing import Any, NoReturn
 
 from . import __version__
+from .options import OPTIONS, Option
 from .sample_options import DTYPES, SAMPLE_KEYS
-from .targets import RANKS_PER_CORE
 
-__all__ = ["SWITCHES", "VALUE_FLAGS", "build_parser", "cli_options", "sample_keys", "suggest_option"]
+__all__ = ["SWITCHES", "VALUE_FLAGS", "build_parser", "cli_options", "parse_tolerance", "sample_keys", "suggest_option"]
 
-VALUE_FLAGS = {
-    "world_size": "world_size",
-    "device": "device",
-    "atol": "atol",
-    "rtol": "rtol",
-    "max_fix_attempts": "max_fix_attempts",
-    "backend": "backend",
-    "helper_sample_every": "helper_sample_every",
-    "timeout": "timeout_sec",
-    "deadline": "deadline_sec",
-}
-"""argparse destination → validator option (`distcheck.targets.OPTION_TYPES`) for flags that take a value."""
-SWITCHES = {
-    "no_auto_fix": ("auto_fix", False),
-    "no_layer_diagnostic": ("layer_diagnostic", False),
-    "allow_oversubscribe": ("allow_oversubscribe", True),
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+VALUE_FLAGS: dict[str, str] = {_dest(o.flag): o.name for o in OPTIONS if o.kind not in ("bool", "list[str]")}
+"""argparse destination → validator option for flags that take a value (from `distcheck.options.OPTIONS`)."""
+SWITCHES: dict[str, tuple[str, bool]] = {
+    _dest(o.flag): (o.name, bool(o.flag_sets)) for o in OPTIONS if o.kind == "bool"
 }
 """argparse destination of a store_true flag → (validator option, the value it sets)."""
+_LISTS: dict[str, Option] = {_dest(o.flag): o for o in OPTIONS if o.kind == "list[str]"}
+
+
+def parse_tolerance(text: str) -> tuple[str | None, float]:
+    """One `--atol` / `--rtol` value: `X` (every output) or `OUTPUT=X` (one output name or kind), as
+    `(output or None, X)`; `argparse.ArgumentTypeError` saying how to write it otherwise."""
+    name, sep, number = text.rpartition("=")
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid float value: {text!r} (give a number, e.g. 1e-5, or OUTPUT=number, e.g. forces=1e-4)"
+        ) from None
+    if sep and not name.strip():
+        raise argparse.ArgumentTypeError(f"invalid tolerance {text!r}: name the output before '=' (forces=1e-4)")
+    return (name.strip() if sep else None), value
+
+
+def _tolerance(values: list[tuple[str | None, float]]) -> float | dict[str, float]:
+    """The tolerance several `--atol` values give: one number, or a table whose `default` is the bare number."""
+    if len(values) == 1 and values[0][0] is None:
+        return values[0][1]
+    return {("default" if name is None else name): value for name, value in values}
 
 
 def cli_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,20 +58,47 @@ def cli_options(args: argparse.Namespace) -> dict[str, Any]:
     for dest, option in VALUE_FLAGS.items():
         value = getattr(args, dest)
         if value is not None:
-            out[option] = value
+            out[option] = _tolerance(value) if isinstance(value, list) else value
     for dest, (option, value) in SWITCHES.items():
         if getattr(args, dest):
             out[option] = value
-    if args.no_watch:
-        out["watched_helper_packages"] = []
-    elif args.watch:
-        out["watched_helper_packages"] = [p.strip() for item in args.watch for p in item.split(",") if p.strip()]
+    for dest, o in _LISTS.items():
+        if getattr(args, _dest(o.cli_off)):
+            out[o.name] = []
+        elif getattr(args, dest):
+            out[o.name] = [p.strip() for item in getattr(args, dest) for p in item.split(",") if p.strip()]
     return out
 
 
 def sample_keys(args: argparse.Namespace) -> dict[str, Any]:
     """The sample-reading keys given as flags (`--frames`, `--dtype`), unchecked."""
     return {key: getattr(args, key) for key in SAMPLE_KEYS if getattr(args, key, None) is not None}
+
+
+def _help(o: Option) -> str:
+    """The flag's help with the option's default (one without a default says what none means itself)."""
+    if o.default is None or o.kind == "bool":
+        return o.cli_help
+    if isinstance(o.default, tuple):
+        default = ", ".join(o.default)
+    else:
+        default = f"{o.default:g}" if isinstance(o.default, float) else str(o.default)
+    return f"{o.cli_help} (default {default})"
+
+
+def _add_option(group: argparse._ArgumentGroup, o: Option) -> None:
+    """The flag(s) of one validator option, as the record spells them."""
+    if o.kind == "bool":
+        group.add_argument(o.flag, action="store_true", help=o.cli_help)
+    elif o.kind == "list[str]":
+        group.add_argument(o.flag, action="append", metavar=o.metavar, help=o.cli_help)
+        group.add_argument(o.cli_off, action="store_true", help=o.cli_off_help)
+    elif o.kind == "tolerance":
+        group.add_argument(o.flag, type=parse_tolerance, action="append", metavar=o.metavar, help=_help(o))
+    else:
+        kinds: dict[str, Any] = {"int": int, "float": float, "str": str}
+        extra: dict[str, Any] = {"choices": o.choices} if o.choices else {"metavar": o.metavar}
+        group.add_argument(o.flag, type=kinds[o.kind], help=_help(o), **extra)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,46 +189,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     )
     v.add_argument("--config", metavar="PATH", help="pyproject.toml to read targets from (default: nearest upwards)")
     g = v.add_argument_group("validator options")
-    g.add_argument("--world-size", type=int, metavar="N", help="number of ranks (default 2)")
-    g.add_argument(
-        "--device",
-        metavar="DEV",
-        help="auto (cuda:0 when torch sees a GPU, else the CPU), cpu, cuda (one rank per GPU), cuda:N (every rank "
-        "on GPU N) or one device per rank: cuda:0,cuda:1",
-    )
-    g.add_argument("--atol", type=float, metavar="X", help="absolute tolerance (default 1e-5)")
-    g.add_argument("--rtol", type=float, metavar="X", help="relative tolerance (default 1e-4)")
-    g.add_argument("--no-auto-fix", action="store_true", help="try the initial spec only")
-    g.add_argument("--max-fix-attempts", type=int, metavar="N", help="auto-fix attempts after the first (default 8)")
-    g.add_argument("--backend", choices=("auto", "gloo", "nccl"), help="collective backend (default auto)")
-    g.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SEC",
-        help="seconds one run (the single-process reference, or one attempt's ranks) may take before its "
-        "processes are killed (default 120)",
-    )
-    g.add_argument(
-        "--deadline",
-        type=float,
-        metavar="SEC",
-        help="seconds the whole validation may take: past it no new attempt starts, each run gets at most what is "
-        "left, and the report stands on the best attempt so far (default: no deadline)",
-    )
-    g.add_argument(
-        "--watch",
-        action="append",
-        metavar="PKG",
-        help="package whose helpers are traced (repeatable or comma-separated; replaces the default aimnet.nbops)",
-    )
-    g.add_argument("--no-watch", action="store_true", help="trace no third-party helpers")
-    g.add_argument("--helper-sample-every", type=int, metavar="N", help="record every Nth helper call (default 8)")
-    g.add_argument("--no-layer-diagnostic", action="store_true", help="skip the per-module divergence search")
-    g.add_argument(
-        "--allow-oversubscribe",
-        action="store_true",
-        help=f"on the CPU, start more than {RANKS_PER_CORE} ranks per core this process may use (refused otherwise)",
-    )
+    for option in OPTIONS:
+        _add_option(g, option)
     g.add_argument("--spec", metavar="PATH", help="prior spec file to start from")
     g.add_argument(
         "--launcher",

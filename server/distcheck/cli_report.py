@@ -57,7 +57,7 @@ def save_spec_state(path: str | None) -> Any:
     end can tell whether someone changed it meanwhile."""
     if not path:
         return None
-    from .spec_file import FileState
+    from .spec.file import FileState
 
     return FileState.of(path)
 
@@ -65,7 +65,7 @@ def save_spec_state(path: str | None) -> Any:
 def _save_spec(report: TraceReport, args: argparse.Namespace, printer: Printer) -> None:
     """Save the validated spec to --save-spec, minimally edited; if the file changed during the run it is
     left alone, the spec goes to a new file beside it, and the warning (shown even with --quiet) says where."""
-    from .spec_file import FileState, save_guarded
+    from .spec.file import FileState, save_guarded
 
     expected = getattr(args, "save_spec_state", None) or FileState.of(args.save_spec)
     outcome = save_guarded(report.spec, args.save_spec, expected)

@@ -1,30 +1,19 @@
 """What a `distcheck validate` command line names: the target (factory, sample, spec, options from the
-config), the devices, the prior spec and the imported factory."""
+config) and the prior spec it starts from."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .cli_args import sample_keys
 from .cli_output import Printer
-from .cli_sample import import_object, source_of
-from .targets import (
-    ConfigError,
-    Target,
-    find_config,
-    load_targets,
-    read_table,
-    sample_reference,
-    select_target,
-    target_from_reference,
-)
+from .jobs.pyproject import find_config, load_targets, read_table, select_target
+from .jobs.target import Target, sample_reference, target_from_reference
+from .option_check import ConfigError
 
-if TYPE_CHECKING:
-    from .report import TraceReport
-
-__all__ = ["describe_target", "loaded_factory", "prior_spec", "resolve_device", "resolve_target"]
+__all__ = ["prior_spec", "resolve_target"]
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
@@ -68,30 +57,6 @@ def resolve_target(args: argparse.Namespace) -> Target:
     return target
 
 
-def resolve_device(options: dict[str, Any], printer: Printer) -> str | list[str]:
-    """`"cpu"`, a CUDA device string or one device per rank (from `cuda:0,cuda:1`, which also sets
-    `world_size` when it is not given); `auto` becomes `cuda:0` when torch sees a GPU, else `"cpu"`
-    (with a notice)."""
-    import torch
-
-    device = str(options.pop("device", "auto"))
-    if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda:0"
-        printer.notice("no GPU: validating on the CPU with gloo")
-        return "cpu"
-    if "," in device:
-        devices = device.split(",")
-        world_size = options.setdefault("world_size", len(devices))
-        if world_size != len(devices):
-            raise ConfigError(
-                f"--device lists {len(devices)} devices but world_size is {world_size}",
-                "give one device per rank, or leave out --world-size (the list sets it)",
-            )
-        return "cpu" if set(devices) == {"cpu"} else devices
-    return device
-
-
 def prior_spec(target: Target, printer: Printer) -> Any:
     """The spec to start from: the target's spec file when it exists (or was asked for), else None."""
     from .spec import MLIPSpec
@@ -105,26 +70,3 @@ def prior_spec(target: Target, printer: Printer) -> Any:
         f"(write it with --save-spec {os.path.relpath(target.spec)})"
     )
     return None
-
-
-def loaded_factory(target: Target) -> Any:
-    """The factory of `target`, imported here; `ConfigError` when it cannot be or is not callable."""
-    factory = import_object(target.factory, "factory")
-    if not callable(factory):
-        raise ConfigError(
-            f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
-            "point TARGET at a function that returns the model",
-        )
-    return factory
-
-
-def describe_target(report: TraceReport, target: Target, factory: Any, sample_info: dict[str, Any]) -> None:
-    """Set `report.target` (what was validated: factory and sample with their source lines, spec, config)."""
-    if report.target is None:
-        report.target = {
-            "name": target.name,
-            "factory": source_of(factory, target.factory),
-            "sample": sample_info,
-            "spec_path": target.spec,
-            "config": target.config,
-        }

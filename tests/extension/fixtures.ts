@@ -14,4 +14,15 @@ export function message(name: string, target = name): ReportMessage {
   return { target, specUri: null, report: loadReport(name), notice: null };
 }
 
-export const FIXTURES = ["helper_model_failed", "helper_model_autofix", "worker_error", "degenerate"] as const;
+export const FIXTURES = [
+  "helper_model_failed",
+  "helper_model_autofix",
+  "worker_error",
+  "degenerate",
+  "unrouted_fixed",
+  "unrouted_python",
+  "rank_disagreement",
+  "suspicious",
+  "receptive_fixed",
+  "unknown_cause",
+] as const;

@@ -21,7 +21,7 @@ from ase.build import bulk
 import distcheck
 from distcheck import cli
 from distcheck.cli_args import suggest_option
-from distcheck.cli_sample import is_dtype_mismatch, read_structure
+from distcheck.jobs.sample import is_dtype_mismatch, read_structure
 from distcheck.report import TraceReport
 from distcheck.runtime.factory import FactoryError, FactoryRef, load_object, resolve_factory
 from distcheck.sample_options import parse_frames
@@ -298,7 +298,7 @@ def test_dtype_of_the_sample(
 
 
 def test_dtype_casts_a_python_sample(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from distcheck.cli_sample import load_sample
+    from distcheck.jobs.sample import load_sample
     from distcheck.targets import Target
 
     target = Target(name=None, factory=PAIR, sample="examples.pair_potential:sample_batch", dtype="float32")
@@ -482,16 +482,18 @@ def test_frames_from_a_pyproject_target_as_a_subprocess(trajectory: Path, tmp_pa
 def test_the_editor_runner_takes_frames_and_dtype_from_the_pyproject(trajectory: Path, tmp_path: Path) -> None:
     """The daemon passes a target's frames / dtype to the runner, which reads the sample as the CLI does
     and adds the same dtype hint."""
+    from distcheck.jobs.runner import validate
     from distcheck.lsp.config import load_workspace_targets, read_disk
-    from distcheck.lsp.runner import validate
 
     _config(tmp_path, trajectory, 'frames = "1:3"\ndtype = "float32"\n')
     workspace = load_workspace_targets(str(tmp_path), read_disk)
     assert workspace.problem is None, workspace.problem
     (target,) = workspace.targets
-    params = target.runner_params({"world_size": 2, "device": "cpu", "auto_fix": False}, None)
-    assert params["frames"] == "1:3" and params["dtype"] == "float32"
-    report, _ = validate(dict(params, options={**params["options"], "layer_diagnostic": False}), lambda e, i: None)
+    params = target.runner_params(
+        {"world_size": 2, "device": "cpu", "auto_fix": False, "layer_diagnostic": False}, None
+    )
+    assert params["target"]["frames"] == "1:3" and params["target"]["dtype"] == "float32"
+    report, _ = validate(params, lambda e, i: None)
     assert report.target["sample"] == {
         "file": str(trajectory),
         "frames": "1:3",
@@ -501,5 +503,5 @@ def test_the_editor_runner_takes_frames_and_dtype_from_the_pyproject(trajectory:
     # pair_potential computes in float64 (its neighbour-list shifts come in the sample's float32): the
     # runner's report names the dtype that fixes it, as the CLI's does
     assert report.verdict == "error"
-    assert 'the sample is float32 (read from traj.extxyz)' in report.next_action
+    assert "the sample is float32 (read from traj.extxyz)" in report.next_action
     assert 'dtype = "float64" in the pyproject target' in report.next_action.split("\n")[1]

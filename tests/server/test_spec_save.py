@@ -17,10 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import distcheck
-from distcheck import cli, spec_file
+from distcheck import cli
 from distcheck.spec import CustomOp, Distribution, HelperAdapter, MLIPSpec, Policy
-from distcheck.spec_file import FileState, SpecConflict, beside_path, save_guarded, spec_text_over
-from distcheck.spectext import Node, find, parse
+from distcheck.spec import file as spec_file
+from distcheck.spec.file import FileState, SpecConflict, beside_path, save_guarded, spec_text_over
+from distcheck.spec.jsontext import Node, find, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 

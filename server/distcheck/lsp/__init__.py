@@ -4,6 +4,6 @@
 the contract with the VS Code extension. The daemon process never imports torch or the user's code:
 `server.py` (features), `config.py` (targets and settings), `runner.py` (the child process that
 validates) and `runner_client.py` (its pipe), `diagnostics.py` (report → diagnostics), `actions.py`
-(quick fixes → edits), `jsontext.py` (the JSON-text editor they use), `locate.py` (source
+(quick fixes → edits, made with `distcheck.spec.edit`), `locate.py` (source
 locations by text / AST scans) and `text.py` (positions).
 """

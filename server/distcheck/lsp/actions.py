@@ -8,7 +8,7 @@ When the spec file does not exist yet, the edit creates it (`CreateFile`) and fi
 spec, 2-space indented as `MLIPSpec.to_json` writes it.
 
 `new_spec_text(kind, data, current)` is the pure part: the spec text after the fix. The text edits
-themselves are the data model's (`distcheck.spec_edit`, shared with `MLIPSpec.save`).
+themselves are the data model's (`distcheck.spec.edit`, shared with `MLIPSpec.save`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..spec import MLIPSpec, SpecError, validate_json
-from ..spec_edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
-from ..spectext import JsonEditError, find, parse
+from ..spec.edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
+from ..spec.jsontext import JsonEditError, find, parse
 from .diagnostics import describe_change
 from .text import LineIndex
 

@@ -17,22 +17,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..targets import (
-    KIND_WORDS,
-    OPTION_ALIASES,
-    OPTION_TYPES,
-    ConfigError,
-    OptionError,
-    check_option,
-    check_type,
-    is_path_reference,
-    load_targets,
-    read_table,
-    split_reference,
-)
+from ..jobs.pyproject import load_targets, read_table
+from ..jobs.target import Target, is_path_reference, split_reference
+from ..option_check import KIND_WORDS, ConfigError, OptionError, check_option, check_type, normalize
+from ..options import OPTION_ALIASES, OPTION_TYPES, OPTIONS
 from . import locate
 
 __all__ = [
@@ -50,14 +41,9 @@ __all__ = [
 ]
 
 
-def _camel(option: str) -> str:
-    head, *rest = option.split("_")
-    return head + "".join(word.capitalize() for word in rest)
-
-
-SETTING_KEYS: dict[str, str] = {_camel(option): option for option in OPTION_TYPES}
+SETTING_KEYS: dict[str, str] = {o.setting: o.name for o in OPTIONS}
 """Client setting (camelCase, under `distcheck.`: `worldSize`, `timeoutSec`, `deadlineSec`, ...) → validator
-option; one per option of `distcheck.targets.OPTION_TYPES` (package.json declares the same names)."""
+option; one per option of `distcheck.options.OPTIONS` (package.json declares the same, a test keeps them equal)."""
 
 TRACE_LEVELS = ("off", "messages", "verbose")
 
@@ -86,7 +72,7 @@ class Settings:
 
 def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], list[str]]:
     """Validator options from camelCase (or snake_case) keys; unknown keys, wrong types and values out of
-    bounds (`distcheck.targets.check_option`: NaN / inf / negative tolerances, a timeout that is not a
+    bounds (`distcheck.option_check.check_option`: NaN / inf / negative tolerances, a timeout that is not a
     finite number > 0, ...) are left out and described in the second list (each naming the key as
     `prefix + key`, the value and what is valid)."""
     options: dict[str, Any] = {}
@@ -102,13 +88,12 @@ def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any]
         if not check_type(value, kind):
             problems.append(f"{prefix}{key} must be {KIND_WORDS[kind]}, got {value!r}; fix it or remove it")
             continue
-        candidate = float(value) if kind == "float" else value
         try:
-            check_option(name, candidate)
+            check_option(name, value)
         except OptionError as err:
             problems.append(f"{prefix}{key}: {err.message}" + (f"; {err.hint}" if err.hint else ""))
             continue
-        options[name] = candidate
+        options[name] = normalize(name, value)
     return options, problems
 
 
@@ -140,54 +125,43 @@ class ConfigProblem:
     hint: str
 
 
-@dataclass
-class TargetInfo:
-    """A target as the daemon sees it (see `distcheck.targets.Target` for the reference forms).
+@dataclass(kw_only=True)
+class TargetInfo(Target):
+    """A target as the daemon lists it: a `distcheck.jobs.target.Target` (the one target type, also what
+    the runner is sent) with what only the editor shows.
 
-    `factory_file` is the factory's source file when it can be found without importing anything.
-    `spec_path` is the configured spec or the default one (`spec_configured` says which). `line` is
-    the 1-based line of its table in the pyproject (`source == "pyproject"`) or of the factory's
-    `def` (`source == "file"`), in `defined_in`.
+    `source` is `"pyproject"` or `"file"`; `factory_file` the factory's source file when it can be found
+    without importing anything; `spec` is the configured spec or the default one (`spec_configured` says
+    which); `python_path` holds the configured directories only (`search_dirs` adds the project
+    directory). `line` is the 1-based line of its table in the pyproject (`source == "pyproject"`) or of
+    the factory's `def` (`source == "file"`), in `defined_in`.
     """
 
     name: str
-    source: str
-    factory: str
-    factory_file: str | None
-    sample: str | None
-    sample_is_file: bool
-    spec_path: str
-    spec_configured: bool
-    options: dict[str, Any]
-    python_path: list[str]
-    root: str
-    config: str | None
-    defined_in: str
-    line: int | None
-    frames: str | None = None  # the target's frames / dtype for a structure-file sample (sample_options)
-    dtype: str | None = None
+    source: str = "pyproject"
+    factory_file: str | None = None
+    spec_configured: bool = False
+    defined_in: str = ""
+
+    @property
+    def spec_path(self) -> str:
+        """Where the target's spec is (quick fixes write there; a validation starts from it when it exists)."""
+        return self.spec or ""
 
     @property
     def search_dirs(self) -> list[str]:
         """Where its modules are imported from: `python_path`, then the project directory."""
         return list(dict.fromkeys([*self.python_path, self.root]))
 
+    def job(self, options: Mapping[str, Any]) -> Target:
+        """The `Target` the runner validates: this one with `options` (merged and checked) and every
+        directory its modules come from on `python_path`."""
+        plain = {f.name: getattr(self, f.name) for f in fields(Target)}
+        return Target(**{**plain, "options": dict(options), "python_path": self.search_dirs})
+
     def runner_params(self, options: Mapping[str, Any], spec: Any) -> dict[str, Any]:
-        """The `params` of the runner's `validate` request (see docs/protocol.md)."""
-        return {
-            "name": self.name,
-            "factory": self.factory,
-            "sample": self.sample,
-            "sample_is_file": self.sample_is_file,
-            "frames": self.frames,
-            "dtype": self.dtype,
-            "spec": spec,
-            "spec_path": self.spec_path,
-            "options": dict(options),
-            "python_path": self.search_dirs,
-            "cwd": self.root,
-            "config": self.config,
-        }
+        """The `params` of the runner's `validate` request (see docs/protocol.md): the target and the prior spec."""
+        return {"target": self.job(options).to_wire(), "spec": spec}
 
 
 @dataclass
@@ -270,7 +244,7 @@ def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
                 factory_file=reference_file(t.factory, search),
                 sample=t.sample,
                 sample_is_file=t.sample_is_file,
-                spec_path=t.spec or default_spec_path(t.root, name),
+                spec=t.spec or default_spec_path(t.root, name),
                 spec_configured=t.spec is not None,
                 options=dict(t.options),
                 python_path=list(t.python_path),
@@ -307,7 +281,7 @@ def file_target(path: str, source: str, workspace: WorkspaceTargets) -> TargetIn
         factory_file=path,
         sample=f"{path}:sample_batch",
         sample_is_file=False,
-        spec_path=default_spec_path(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]),
+        spec=default_spec_path(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]),
         spec_configured=False,
         options={},
         python_path=[p for p in workspace.python_path if p != root],

@@ -1,4 +1,4 @@
-"""The daemon's side of the runner pipe: start `python -m distcheck.lsp.runner`, talk JSON lines,
+"""The daemon's side of the runner pipe: start `python -m distcheck.jobs.runner`, talk JSON lines,
 track every process it starts, and kill all of them on request — all without blocking the event loop.
 
 `RunnerClient.start()` launches the runner with the daemon's interpreter in its own session
@@ -227,7 +227,7 @@ class RunnerClient:
         self.proc = await asyncio.create_subprocess_exec(
             self.python,
             "-m",
-            "distcheck.lsp.runner",
+            "distcheck.jobs.runner",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -236,7 +236,7 @@ class RunnerClient:
             start_new_session=True,
             limit=_LINE_LIMIT,
         )
-        self.log("info", f"started the runner (pid {self.proc.pid}): {self.python} -m distcheck.lsp.runner")
+        self.log("info", f"started the runner (pid {self.proc.pid}): {self.python} -m distcheck.jobs.runner")
         self._tasks = [
             asyncio.create_task(self._read_stdout(), name="distcheck-runner-stdout"),
             asyncio.create_task(self._read_stderr(), name="distcheck-runner-stderr"),

@@ -1,14 +1,44 @@
 """The distributed runtime distcheck validates: partition, halo exchange, handlers, adapters,
 consolidation, and real `torch.distributed` ranks (`run_distributed`)."""
 
-from .consolidate import Consolidated, RankRows, consolidate, infer_output_kind
-from .context import RankContext, current_context
-from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
-from .factory import FactoryError, FactoryRef, load_object, resolve_factory
-from .launch import DistributedRun, RankRecord, resolve_backend, resolve_devices, run_distributed
-from .local_batch import LocalBatch, make_local_batch
-from .model import DEFAULT_SKIN, DistributedModel, WrapperError, build_rank_context, resolve_halo_width
-from .partition import Partition, RankPartition, partition_batch
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names are loaded on first use: `distcheck.runtime.spares` (started by the CLI before it imports
+# torch) and `forkserver_init` (the import guard, first in the pool) must not pull torch in with the
+# package.
+_EXPORTS = {
+    "Consolidated": "consolidate",
+    "RankRows": "consolidate",
+    "consolidate": "consolidate",
+    "infer_output_kind": "consolidate",
+    "RankContext": "context",
+    "current_context": "context",
+    "DistributedError": "errors",
+    "Frame": "errors",
+    "RankFailure": "errors",
+    "RankTimeout": "errors",
+    "SetupError": "errors",
+    "FactoryError": "factory",
+    "FactoryRef": "factory",
+    "load_object": "factory",
+    "resolve_factory": "factory",
+    "DistributedRun": "launch",
+    "RankRecord": "launch",
+    "resolve_backend": "launch",
+    "resolve_devices": "launch",
+    "run_distributed": "launch",
+    "LocalBatch": "local_batch",
+    "make_local_batch": "local_batch",
+    "DEFAULT_SKIN": "model",
+    "DistributedModel": "model",
+    "WrapperError": "model",
+    "build_rank_context": "model",
+    "resolve_halo_width": "model",
+    "Partition": "partition",
+    "RankPartition": "partition",
+    "partition_batch": "partition",
+}
 
 __all__ = [
     "DEFAULT_SKIN",
@@ -42,3 +72,23 @@ __all__ = [
     "resolve_halo_width",
     "run_distributed",
 ]
+
+
+if TYPE_CHECKING:
+    from .consolidate import Consolidated, RankRows, consolidate, infer_output_kind
+    from .context import RankContext, current_context
+    from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
+    from .factory import FactoryError, FactoryRef, load_object, resolve_factory
+    from .launch import DistributedRun, RankRecord, resolve_backend, resolve_devices, run_distributed
+    from .local_batch import LocalBatch, make_local_batch
+    from .model import DEFAULT_SKIN, DistributedModel, WrapperError, build_rank_context, resolve_halo_width
+    from .partition import Partition, RankPartition, partition_batch
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'distcheck.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -12,35 +12,40 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import torch
 
-from .. import importguard
 from ..batch import Batch, as_batch
+from ..option_check import check_options
 from ..report import UnroutedOp
 from ..spec import MLIPSpec
-from ..targets import check_options
-from . import beacon, lifeline
+from . import beacon, lifeline, spares, spares_child
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import SetupError
 from .factory import FactoryRef, resolve_factory
 from .rank import NCCL_SAFE_ENV, configure_rank_process, error_record, forward_rank, prepare_rank
+from .spares_prepared import PreparedRanks
+from .spares_start import _CONTEXTS, BASE_PRELOAD, main_hidden, preload_modules, process_context
 from .supervise import read_failure, stop_all, supervise
 
 __all__ = [
+    "BASE_PRELOAD",
     "NCCL_SAFE_ENV",
+    "_CONTEXTS",
     "DistributedRun",
     "RankRecord",
     "assemble_run",
     "check_cuda_index",
+    "main_hidden",
+    "preload_modules",
+    "process_context",
     "read_failure",
     "resolve_backend",
     "resolve_devices",
@@ -178,85 +183,6 @@ def resolve_backend(backend: str, devices: Sequence[str]) -> str:
     raise SetupError(f"backend {backend!r} not understood; use 'auto', 'gloo' or 'nccl'")
 
 
-# -- the process pool ------------------------------------------------------------------------------
-_CONTEXTS: dict[str, Any] = {}
-
-
-BASE_PRELOAD: tuple[str, ...] = (
-    "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
-    "torch",
-    "torch.distributed",
-    # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
-    # torch-function mode (about 1 s together); preloading keeps that out of every rank's forward.
-    "torch._dynamo",
-    "torch.fx.experimental.symbolic_shapes",
-    "distcheck.runtime.launch",
-    "distcheck.validate.instrument",
-)
-
-
-def preload_modules() -> list[str]:
-    """What the forkserver imports once for all ranks: `BASE_PRELOAD` plus the comma-separated modules
-    in DISTCHECK_PRELOAD (slow-to-import third-party packages such as `aimnet.models`). A module that
-    fails to import there is skipped by multiprocessing; ranks still import user code afresh. A module
-    that initialises CUDA on import must not be preloaded: processes forked from the pool then cannot
-    use the GPU ("CUDA error: initialization error")."""
-    extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
-    return [*BASE_PRELOAD, *(m for m in extra if m not in BASE_PRELOAD)]
-
-
-def process_context(method: str | None = None) -> Any:
-    """The multiprocessing context ranks start from: by default a warm forkserver (`preload_modules()`
-    imported once, alive for the life of this process) where available, else spawn. `method` (or the
-    environment variable DISTCHECK_START_METHOD) forces one."""
-    method = method or os.environ.get("DISTCHECK_START_METHOD")
-    if method is None:
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    if method not in _CONTEXTS:
-        ctx = mp.get_context(method)
-        if method == "forkserver":
-            ctx.set_forkserver_preload(preload_modules())
-        _CONTEXTS[method] = ctx
-    _start_helpers(method)
-    return _CONTEXTS[method]
-
-
-def _start_helpers(method: str) -> None:
-    """Start the forkserver and the resource tracker (both `python -c` processes, which would put
-    the current directory first on their `sys.path`) from distcheck's private directory; each call
-    after the first only checks that they are still alive."""
-    from multiprocessing import forkserver, resource_tracker
-
-    with importguard.clean_start(), main_hidden():
-        if method == "forkserver":
-            forkserver.ensure_running()
-        else:
-            resource_tracker.ensure_running()
-
-
-@contextlib.contextmanager
-def main_hidden() -> Iterator[None]:
-    """Keep multiprocessing from re-running the parent's `__main__` in each rank.
-
-    Ranks import the factory by reference, so the parent's script is not needed there; re-running it
-    would execute the user's top-level code once per rank.
-    """
-    main = sys.modules.get("__main__")
-    saved: dict[str, Any] = {
-        k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
-    }
-    try:
-        for k in saved:
-            if k == "__spec__":
-                main.__dict__[k] = None
-            else:
-                del main.__dict__[k]
-        yield
-    finally:
-        if main is not None:
-            main.__dict__.update(saved)
-
-
 # -- inside a rank ---------------------------------------------------------------------------------
 def write_error(workdir: str, rank: int, record: dict[str, Any]) -> None:
     """Publish a rank's error record atomically: the parent may read it while the rank is still dying."""
@@ -296,7 +222,8 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
     workdir: str = job["workdir"]
     code = 1
     try:
-        start_child_process(workdir, f"rank{rank}", job.get("owner"))
+        if not spares_child.started_in(workdir):  # a spare that built its wrapper ahead already did
+            start_child_process(workdir, f"rank{rank}", job.get("owner"))
         result = _run_rank(rank, job)
         tmp = os.path.join(workdir, f"rank{rank}.pt.tmp")
         torch.save(result, tmp)
@@ -328,8 +255,15 @@ def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
     )
     rendezvous = time.perf_counter() - t0
 
-    prepared = prepare_rank(rank, world_size, job, device, beacon.set_phase)
+    ahead = spares_child.prebuilt_for(
+        job["factory"].describe(), MLIPSpec.from_dict(job["spec"]).distribution.torchscript, workdir
+    )
+    prepared = prepare_rank(
+        rank, world_size, job if ahead is None else {**job, "factory": ahead}, device, beacon.set_phase
+    )
     prepared.timings["rendezvous"] = rendezvous
+    if ahead is not None:  # built while the reference ran: its own time, outside this run's wall time
+        prepared.timings["factory"] = ahead.seconds
     result = forward_rank(prepared, beacon.set_phase)
     try:
         with beacon.collective("barrier"):
@@ -356,6 +290,7 @@ def run_distributed(
     env: dict[str, str] | None = None,
     start_method: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    prepared: PreparedRanks | None = None,
 ) -> DistributedRun:
     """Run `model_factory()` on `world_size` real ranks under `spec` and consolidate the outputs.
 
@@ -371,6 +306,9 @@ def run_distributed(
     collective, with its Python stack, before the ranks that waited for it in one). No rank, nor
     anything a rank started, outlives the call, nor this process however it ends.
     `on_event(name, info)` is called for `rank_started`/`rank_finished`.
+    Ranks are spares (`spares`: forked ahead, warm) where the pool has them; `prepared` (from
+    `spares_prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
+    were built for this factory, TorchScript mode, world size and devices, else discarded.
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
     result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
@@ -388,7 +326,14 @@ def run_distributed(
     resolved_backend = resolve_backend(backend, devices)
     with lifeline.helpers_ignore_sigint():
         ctx = process_context(start_method)
-    run_dir = lifeline.make_run_dir("run")
+    if prepared is not None and not prepared.matches(
+        ref.describe(), the_spec.distribution.torchscript, world_size, devices
+    ):
+        prepared.discard()
+        prepared = None
+    if prepared is not None:
+        prepared.take()
+    run_dir = prepared.run_dir if prepared is not None else lifeline.make_run_dir("run")
     workdir = run_dir.path
     job = {
         "workdir": workdir,
@@ -414,7 +359,11 @@ def run_distributed(
 
     try:
         for r in range(world_size):
-            p = ctx.Process(target=_rank_entry, args=(r, job), name=f"distcheck-rank{r}", daemon=False)
+            name = f"distcheck-rank{r}"
+            if prepared is not None:
+                p = prepared.spares[r].bind(_rank_entry, (r, job), name)
+            else:
+                p = spares.process(ctx, devices[r], _rank_entry, (r, job), name)
             procs.append(p)  # before start: an interrupted start still gets stopped
             with main_hidden():
                 p.start()
@@ -436,7 +385,7 @@ def run_distributed(
             lifeline.stop_forkserver()
         raise
     finally:
-        stop_all(procs)
+        stop_all([*procs, *(prepared.spares[len(procs) :] if prepared is not None else [])])
         run_dir.remove()
     return assemble_run(
         results,

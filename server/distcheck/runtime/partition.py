@@ -89,7 +89,7 @@ def _completed_cell(cell: torch.Tensor) -> torch.Tensor:
             norm = float(torch.linalg.vector_norm(w))
             if norm > 1e-8:
                 orthonormal.append(w / norm)
-        complement = orthonormal[len(given):]
+        complement = orthonormal[len(given) :]
         for a, v in zip(zero, complement):
             out[a] = v
     if abs(float(torch.linalg.det(out))) < 1e-12:

@@ -3,17 +3,22 @@ diff, auto-fix and diagnostics, returned as a `TraceReport`."""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import importlib.util
 import os
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
+from ..option_check import OptionError, Tolerance, check_options, strictest, unknown_tolerance_keys, with_default
+from ..options import option
+from ..rank_limits import check_world_size
 from ..report import (
     Attempt,
     DeadlineReached,
@@ -30,8 +35,9 @@ from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..runtime.model import WrapperError
+from ..runtime.spares_cache import packages_for, record
+from ..runtime.spares_prepared import ValidationSpares
 from ..spec import MLIPSpec
-from ..targets import check_options, check_world_size
 from .autofix import FixContext, propose
 from .crash import crash_handler_counts, crash_traces
 from .deadline import Budget
@@ -60,7 +66,7 @@ from .sensitivity import RoundoffMeter, make_control_runner
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "trace_and_validate", "validate_on_cpu"]
 
-DEFAULT_WATCHED_HELPERS: tuple[str, ...] = ("aimnet.nbops",)
+DEFAULT_WATCHED_HELPERS: tuple[str, ...] = tuple(option("watched_helper_packages").default)
 
 ProgressCallback = Callable[[str, Mapping[str, Any]], None]
 
@@ -73,8 +79,8 @@ def trace_and_validate(
     *,
     world_size: int = 2,
     device: str | Sequence[str] = "cuda:0",
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: Tolerance = 1e-5,
+    rtol: Tolerance = 1e-4,
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     backend: str = "auto",
@@ -132,8 +138,8 @@ def validate_on_cpu(
     sample_batch: Any,
     *,
     world_size: int = 2,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: Tolerance = 1e-5,
+    rtol: Tolerance = 1e-4,
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     timeout_sec: float = 120.0,
@@ -174,6 +180,22 @@ def _as_list(packages: Sequence[str] | None) -> Any:
     if packages is None or isinstance(packages, str) or not isinstance(packages, (list, tuple)):
         return packages
     return list(packages)
+
+
+def _check_tolerance_names(atol: Tolerance, rtol: Tolerance, kinds: Mapping[str, str]) -> None:
+    """Refuse a per-output tolerance that names no output of the model (nor an output kind): a misspelt
+    output would otherwise be compared under the default without a word."""
+    for name, tol in (("atol", atol), ("rtol", rtol)):
+        unknown = unknown_tolerance_keys(tol, kinds)
+        if unknown:
+            outputs = ", ".join(kinds) or "none"
+            raise OptionError(
+                name,
+                tol,
+                f"{name} names {', '.join(map(repr, unknown))}, which is neither an output of the model (its outputs: "
+                f"{outputs}) nor an output kind (per_node, per_graph, global)",
+                f"spell the output as the model returns it (or use an output kind, or default) in {name}",
+            )
 
 
 def _findable(package: str) -> bool:
@@ -267,7 +289,8 @@ def _evaluate(
     )
     layer = None
     if opts["layer_diagnostic"] and all(i is not None for i in run.instrumentation):
-        layer = compare_layers(reference["layers"], [i["layers"] for i in run.instrumentation], opts["rtol"])
+        ranks = [i["layers"] for i in run.instrumentation]
+        layer = compare_layers(reference["layers"], ranks, strictest(opts["rtol"]))  # no one output's: the tightest
     info = reference["wrapper"]
     policy = spec.distribution.policy
     halo = halo_completeness(  # the depth is the measured one when the wrapper declares less
@@ -372,14 +395,49 @@ def _failed_attempt(
     )
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
+
+
+def _with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        token = _AHEAD.set(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ahead = _AHEAD.get()
+            _AHEAD.reset(token)
+            if ahead is not None:
+                ahead.close()
+
+    return wrapper
+
+
+def _spares(
+    ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
+) -> ValidationSpares:
+    """This validation's spares (with the packages the target's model imported last time), asked for
+    by its reference run, which has the first attempt's ranks built while it runs."""
+    planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
+    packages = packages_for(ref.describe())
+    ahead = ValidationSpares(ref, devices, world_size, packages, spec=planned, later_attempts=later_attempts)
+    _AHEAD.set(ahead)
+    return ahead
+
+
+@_with_spares
 def _validate(
     model_factory: Callable[..., Any] | str,
     sample_batch: Any,
     *,
     world_size: int,
     device: str | Sequence[str],
-    atol: float,
-    rtol: float,
+    atol: Tolerance,
+    rtol: Tolerance,
     auto_fix: bool,
     max_fix_attempts: int,
     backend: str,
@@ -413,6 +471,7 @@ def _validate(
             "allow_oversubscribe": allow_oversubscribe,
         }
     )
+    atol, rtol = with_default(atol, option("atol").default), with_default(rtol, option("rtol").default)
     ref: FactoryRef = resolve_factory(model_factory)
     batch: Batch = as_batch(sample_batch)
     if session is not None:
@@ -459,6 +518,7 @@ def _validate(
         meta["hosts"] = session.hosts
         meta["placement"] = session.placement
     budget = Budget(timeout_sec, deadline_sec, start=t_start)
+    ahead = None if session is not None else _spares(ref, devices, world_size, prior, auto_fix and max_fix_attempts > 0)
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:
@@ -470,6 +530,7 @@ def _validate(
             helper_sample_every=helper_sample_every,
             layer_diagnostic=layer_diagnostic,
             timeout_sec=budget.run_timeout(),
+            ahead=ahead,
         )
     except DistributedError as err:
         meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
@@ -481,6 +542,8 @@ def _validate(
         report.next_action = next_action(report)
         return report
     t_reference = time.perf_counter() - t0
+    if ahead is not None:  # what this target's next validation's spares import ahead
+        record(ref.describe(), dict(reference.get("imported_packages") or {}))
     meta["skipped_helper_packages"] = [p for p in requested if p not in watched] + list(
         reference["helpers"].get("skipped", [])
     )
@@ -488,6 +551,7 @@ def _validate(
     _emit(progress, "reference_finished", seconds=t_reference)
     current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
     meta["inference_notes"] = notes
+    _check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
     if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
         meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
@@ -557,6 +621,7 @@ def _validate(
                         instrumentation=RANK_INSTRUMENTATION,
                         instrumentation_options=instrumentation_options,
                         on_event=lambda name, info: _emit(progress, name, **info),
+                        prepared=ahead.take() if ahead is not None else None,  # built during the reference
                     )
             except DistributedError as err:
                 attempts.append(

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..option_check import Tolerance, tolerance_of
 from ..report import RankDisagreement, merge_unrouted
 from ..runtime.launch import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
@@ -35,8 +36,8 @@ class FixContext:
     halo_completeness: Mapping[str, Any] = field(default_factory=dict)
     handler_counts: Mapping[str, int] = field(default_factory=dict)
     world_size: int = 2
-    atol: float = 1e-5
-    rtol: float = 1e-4
+    atol: Tolerance = 1e-5
+    rtol: Tolerance = 1e-4
     rank_disagreements: Sequence[RankDisagreement] = ()
     batch: Any = None  # the sample (a `Batch`): bounds how far `widen_halo` may go
 
@@ -59,7 +60,8 @@ class FixContext:
     def matches(self, name: str, value: torch.Tensor) -> bool:
         """Whether `value` passes for output `name` under the tolerances."""
         kind = self.spec.output_kinds.get(name, "global")
-        return bool(compare_output(name, value, self.ref(name), kind, self.atol, self.rtol)["passed"])
+        a, t = tolerance_of(self.atol, name, kind), tolerance_of(self.rtol, name, kind)
+        return bool(compare_output(name, value, self.ref(name), kind, a, t)["passed"])
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def _drop_double_all_reduce(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
         got, ref = ctx.run.outputs.get(name), ctx.ref(name)
         if got is None or got.shape != ref.shape:
             continue
-        if torch.allclose(got.to(torch.float64), ctx.world_size * ref.to(torch.float64), rtol=1e-6, atol=ctx.atol):
+        atol = tolerance_of(ctx.atol, name, ctx.spec.output_kinds.get(name, "global"))
+        if torch.allclose(got.to(torch.float64), ctx.world_size * ref.to(torch.float64), rtol=1e-6, atol=atol):
             spec = ctx.spec.copy()
             spec.all_reduce_outputs.remove(name)
             return spec, (

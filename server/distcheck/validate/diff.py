@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from ..option_check import Tolerance, tolerance_of
+
 __all__ = ["compare_output", "compare_outputs", "failing_rows", "nonfinite_report"]
 
 PER_NODE = "per_node"
@@ -165,17 +167,22 @@ def compare_outputs(
     got: Mapping[str, torch.Tensor],
     ref: Mapping[str, torch.Tensor],
     kinds: Mapping[str, str],
-    atol: float,
-    rtol: float,
+    atol: Tolerance,
+    rtol: Tolerance,
 ) -> dict[str, dict[str, Any]]:
-    """Verdicts for every reference output, keyed by name, in the reference's order.
+    """Verdicts for every reference output, keyed by name, in the reference's order, each under its own
+    tolerances (`atol` / `rtol`: a number, or per output name, output kind and `"default"`; see
+    `option_check.tolerance_of`).
 
     Outputs only `got` has are ignored; an output without an entry in `kinds` is compared element by
     element (kind `"global"`).
     """
-    return {
-        name: compare_output(name, got.get(name), r, kinds.get(name, "global"), atol, rtol) for name, r in ref.items()
-    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, r in ref.items():
+        kind = kinds.get(name, "global")
+        a, t = tolerance_of(atol, name, kind), tolerance_of(rtol, name, kind)
+        out[name] = compare_output(name, got.get(name), r, kind, a, t)
+    return out
 
 
 def failing_rows(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:

@@ -15,9 +15,12 @@ small weights can keep below the tolerances. The measurement needs no knowledge 
    rounded up for autograd outputs).
 
 Hop counts never overestimate the depth (an edge-changing step is refused; a path of h hops in the
-graph of the cutoff is needed for a change h hops away), so an under-declared depth is never a
-false alarm. When every atom of a system moves (a per-system quantity fed back into every atom, e.g.
-charge equilibration), that observation bounds nothing and is left out.
+graph of the cutoff is needed for a change h hops away; only hops reached level by level count: an
+atom that moved past a hop level where nothing moved was reached by a coupling that skips the graph,
+such as code that reads a fixed row like `pos[0]`, named in the note and never read as depth), so
+an under-declared depth is never a false alarm. When every atom of a system moves (a per-system
+quantity fed back into every atom, e.g. charge equilibration), that observation bounds nothing and is
+left out.
 
 `measure_receptive_field` runs in the reference child; `receptive_record` and `apply_measured_field`
 run in the validator.
@@ -38,6 +41,7 @@ from ..batch import Batch, full_neighbor_list
 from ..report_checks import ReceptiveField
 from ..runtime.model import DEFAULT_SKIN
 from ..spec import MLIPSpec
+from .trust_action import GRAPH_SKIP
 
 __all__ = ["apply_measured_field", "effective_depth", "measure_receptive_field", "receptive_record"]
 
@@ -159,6 +163,13 @@ def _hops(edge_index: np.ndarray, n: int, start: int) -> np.ndarray:
     return dist
 
 
+def _reach(hops: np.ndarray) -> int:
+    """The farthest hop level reached without a gap (every level from 1 up to it has a moved atom)."""
+    counts = np.bincount(hops)
+    empty = np.flatnonzero(counts[1:] == 0)
+    return int(empty[0]) if empty.size else len(counts) - 1
+
+
 def _displaced(batch: Batch, atoms: Sequence[int], step: float) -> Batch:
     moved = batch.clone()
     pos = moved.positions.detach().clone()
@@ -227,6 +238,7 @@ def _measure(
     probes = _probes(batch)
     bounds: dict[str, int] = {}
     unbounded: set[str] = set()
+    skips: dict[str, int] = {}  # quantity -> farthest hop of an atom that moved past an empty level
     used = 0
     for round_ in range(PROBE_ROUNDS):
         atoms = [p[round_] for p in probes if len(p) > round_]
@@ -259,7 +271,10 @@ def _measure(
                     unbounded.add(key)  # every atom moved: a per-system quantity feeds back, nothing is bounded
                     continue
                 _, per_layer = _label(key, derived)
-                bounds[key] = max(bounds.get(key, 0), math.ceil(int(hops.max()) / per_layer))
+                reach = _reach(hops)
+                if reach < int(hops.max()):
+                    skips[key] = max(skips.get(key, 0), int(hops.max()))
+                bounds[key] = max(bounds.get(key, 0), math.ceil(reach / per_layer))
     result["probes"] = used
     result["seconds"] = time.perf_counter() - t0
     if used == 0:
@@ -281,6 +296,11 @@ def _measure(
     note = f"{used} atom(s) displaced; " + "; ".join(parts)
     if unbounded:
         note += " (a lower bound: a per-system quantity feeds back into every atom, hiding the rest of the field)"
+    for skipped, far in skips.items():
+        note += (
+            f"; {_label(skipped, derived)[0]} also moved {far} hop(s) away with nothing moving in between: "
+            f"{GRAPH_SKIP} (code that reads a fixed row, such as pos[0]), not counted as depth"
+        )
     result["note"] = note
     return result
 

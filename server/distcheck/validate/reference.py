@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,11 +22,13 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
-from ..runtime import beacon, lifeline
+from ..runtime import beacon, lifeline, spares
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
 from ..runtime.launch import end_child_process, main_hidden, process_context, start_child_process, write_error
 from ..runtime.rank import error_record
+from ..runtime.spares_cache import third_party_since
+from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
 from .helpers import HelperTracer
 from .layers import LayerRecorder
@@ -134,17 +137,27 @@ def _wrapper_info(wrapper: Any) -> dict[str, Any]:
     return info
 
 
+def _model_packages(before: set[str], built: set[str], watched: Sequence[str]) -> dict[str, str]:
+    """Installed packages the model imported (building it, or in its forward), not those the helper
+    trace imported to watch them (unless the model had imported them itself)."""
+    found = third_party_since(before)
+    tracer_only = {p.partition(".")[0] for p in watched} - {m.partition(".")[0] for m in built - before}
+    return {k: v for k, v in found.items() if k not in tracer_only}
+
+
 def reference_body(job: dict[str, Any]) -> dict[str, Any]:
     """Run the wrapper once in this process with every recorder attached (called in the child)."""
     device = torch.device(job["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    loaded_before = set(sys.modules)
     t0 = time.perf_counter()
     factory: FactoryRef = job["factory"]
     wrapper = factory.load()()
     if isinstance(wrapper, torch.nn.Module):
         wrapper = wrapper.to(device)
     t_factory = time.perf_counter() - t0
+    built = set(sys.modules)
     batch = Batch.from_state(job["batch"]).to(device)
     neighbor_cutoffs: list[float] = []
     original = batch.neighbor_list
@@ -190,6 +203,8 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
         "layers": layers.collect(),
         "wrapper": info,
         "timings": {"factory": t_factory, "forward": t_forward},
+        # what the spares of this target's next validation import ahead (`spares_cache`)
+        "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
     }
 
 
@@ -220,11 +235,15 @@ def run_reference(
     helper_sample_every: int,
     layer_diagnostic: bool,
     timeout_sec: float,
+    ahead: ValidationSpares | None = None,
 ) -> dict[str, Any]:
     """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
     is the reference) or `RankTimeout` (with the child's Python stack) like a distributed run would.
     `timeout_sec` bounds this run alone, as it bounds each attempt's ranks. Nothing it started
-    outlives the call, also when the call is interrupted (KeyboardInterrupt) while the child starts."""
+    outlives the call, also when the call is interrupted (KeyboardInterrupt) while the child starts.
+    The child is a spare when the pool has one (warm: torch, its CUDA context, the target's packages).
+    `ahead` (the validation's spares) is asked for its spares first and, once this run has its process,
+    has the first attempt's ranks built while it runs."""
     run_dir = lifeline.make_run_dir("ref")
     workdir = run_dir.path
     job = {
@@ -240,13 +259,17 @@ def run_reference(
     result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []
     try:
+        if ahead is not None:
+            ahead.start()
         with lifeline.helpers_ignore_sigint():
             ctx = process_context()
-        proc = ctx.Process(target=_reference_entry, args=(job,), name="distcheck-reference", daemon=False)
+        proc = spares.process(ctx, device, _reference_entry, (job,), "distcheck-reference")
         procs.append(proc)  # before start: an interrupted start still gets stopped
         with main_hidden():
             proc.start()  # returns once forked: a cold pool's start-up (torch imported) is not the run's time
         t_start = time.perf_counter()
+        if ahead is not None:
+            ahead.prepare()
         try:
             supervise(
                 procs,

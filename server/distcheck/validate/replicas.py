@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..option_check import Tolerance, tolerance_of
 from ..report import DivergentModule, RankDisagreement
 from ..spec import MLIPSpec
 from .diff import compare_output
@@ -77,8 +78,8 @@ def check_replicas(
     spec: MLIPSpec,
     reference: Mapping[str, torch.Tensor],
     verdicts: Mapping[str, Mapping[str, Any]],
-    atol: float,
-    rtol: float,
+    atol: Tolerance,
+    rtol: Tolerance,
     *,
     reference_layers: Sequence[Mapping[str, Any]] = (),
     rank_layers: Sequence[Sequence[Mapping[str, Any]]] | None = None,
@@ -102,7 +103,8 @@ def check_replicas(
             continue
         tensors = [v for v in values if v is not None]
         kind = kinds[name]
-        per_rank = [compare_output(name, v, ref, kind, atol, rtol) for v in tensors]
+        a, t = tolerance_of(atol, name, kind), tolerance_of(rtol, name, kind)  # this output's own tolerances
+        per_rank = [compare_output(name, v, ref, kind, a, t) for v in tensors]
         worst = min(per_rank, key=_verdict_order)
         scale = _scale(ref)
         involved: set[int] = set()
@@ -110,7 +112,7 @@ def check_replicas(
         max_abs, max_rel = 0.0, 0.0
         for i in range(len(tensors)):
             for j in range(i + 1, len(tensors)):
-                fail, largest, relative = _pair(tensors[i], tensors[j], scale, atol, rtol)
+                fail, largest, relative = _pair(tensors[i], tensors[j], scale, a, t)
                 if bool(fail.any()):
                     involved |= {i, j}
                     fail_any |= fail
@@ -120,7 +122,7 @@ def check_replicas(
             if verdict["passed"]:  # each rank within tolerance of the reference, but not of each other
                 verdict.update(passed=False, status="mismatch", n_failing=int(fail_any.sum()))
             if not module_searched and rank_layers is not None:
-                module = first_divergent_module(reference_layers, rank_layers, atol, rtol)
+                module = first_divergent_module(reference_layers, rank_layers, a, t)
                 module_searched = True
             found.append(
                 RankDisagreement(

@@ -8,7 +8,11 @@ from __future__ import annotations
 from ..report import Attempt, TraceReport
 from ..report_checks import receptive_line
 
-__all__ = ["suspicious_head", "trust_lines"]
+__all__ = ["GRAPH_SKIP", "suspicious_head", "trust_lines"]
+
+GRAPH_SKIP = "a coupling that skips the neighbour graph"
+"""Words of a receptive-field note (`receptive.py`) for an atom that moved past a hop level where nothing
+moved: the model reads a fixed row (or an atom count), which every rank sees differently."""
 
 
 def suspicious_head(best: Attempt) -> str | None:
@@ -50,5 +54,11 @@ def trust_lines(report: TraceReport) -> list[str]:
             else f"; set num_interactions = {field.measured_depth} on the wrapper"
         )
         lines.append(receptive_line(field) + fix)
+    skip = next((part for part in field.note.split("; ") if GRAPH_SKIP in part), None) if field else None
+    if skip is not None:
+        lines.append(
+            f"receptive field: {skip}. A rank holds other rows, so such code sees another atom there: compute it "
+            "from per-atom or per-system quantities (index_add/scatter over batch.batch) instead"
+        )
     lines += [f"sample: {w.message} {w.remedy}" for w in report.sample_warnings]
     return lines

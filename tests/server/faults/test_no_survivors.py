@@ -120,7 +120,7 @@ def test_library_caller_killed_leaves_nothing(faults: Faults) -> None:
 
 DAEMON = """
 import json, subprocess, sys, time
-runner = subprocess.Popen([sys.executable, "-m", "distcheck.lsp.runner"], stdin=subprocess.PIPE,
+runner = subprocess.Popen([sys.executable, "-m", "distcheck.jobs.runner"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, start_new_session=True, text=True)
 request = {{"id": 1, "method": "validate", "params": json.loads({params!r})}}
 runner.stdin.write(json.dumps(request) + "\\n")
@@ -134,12 +134,13 @@ def test_runner_tree_dies_with_the_daemon_or_the_runner(faults: Faults, victim: 
     """A stand-in for the LSP daemon starts the runner as the daemon does (its own session) and asks for
     a validation; SIGKILL of the daemon, or of the runner alone, takes the runner's pool, the ranks and
     their grandchild along."""
-    params = {
+    target = {
+        "name": None,
         "factory": model("grandchild"),
         "options": {"world_size": 2, "device": "cpu", "auto_fix": False, "layer_diagnostic": False},
-        "cwd": str(faults.work),
-        "trusted": True,
+        "root": str(faults.work),
     }
+    params = {"target": target, "spec": None}
     script = faults.work / "daemon.py"
     script.write_text(DAEMON.format(params=json.dumps(params)))
     proc = faults.start([sys.executable, str(script)])
@@ -148,7 +149,7 @@ def test_runner_tree_dies_with_the_daemon_or_the_runner(faults: Faults, victim: 
         os.kill(proc.pid, signal.SIGKILL)
         assert faults.finish(proc, timeout=10) == -9
     else:
-        os.kill(faults.wait_process("distcheck.lsp.runner", proc), signal.SIGKILL)
+        os.kill(faults.wait_process("distcheck.jobs.runner", proc), signal.SIGKILL)
     assert _gone(grandchild, wait=10), f"the rank's grandchild outlived the {victim}"
 
 

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
-from distcheck.lsp import actions, jsontext
+from distcheck.lsp import actions
 from distcheck.lsp.diagnostics import spec_changes
 from distcheck.spec import MLIPSpec, validate_json
+from distcheck.spec import edit as jsontext
 from examples import charge_eq, helper_model, mpnn, pair_potential, stress_model, unaware_model
 
 from .harness import apply_text_edits

@@ -144,14 +144,15 @@ def _request(proc: subprocess.Popen[str], req_id: int, method: str, params: Any 
 
 def _target(module: str) -> dict[str, Any]:
     path = MODELS / f"{module}.py"
-    return {
+    target = {
         "factory": f"{path}:model_factory",
         "sample": f"{path}:sample_batch",
-        "cwd": str(MODELS),
+        "root": str(MODELS),
         "python_path": [str(MODELS), str(ROOT)],
         "options": {"world_size": 2, "device": "cpu", "timeout_sec": 60, "auto_fix": False},
         "name": module,
     }
+    return {"target": target, "spec": None}
 
 
 @pytest.mark.timeout(240)
@@ -162,7 +163,7 @@ def test_runner_validations_do_not_leak_global_state(tmp_path: Path) -> None:
     home = tmp_path / "runner"
     home.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distcheck.lsp.runner"],
+        [sys.executable, "-m", "distcheck.jobs.runner"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -1,9 +1,11 @@
-"""The factory and the sample of a CLI (or editor runner) validation, imported in this process.
+"""The factory and the sample of a job (a CLI or editor-runner validation), imported in this process.
 
 A structure-file sample is read with ASE: the frames `Target.frames` selects (default every frame),
 each one system of a multi-system batch, at `Target.dtype` (default float64; see `sample_options`).
 A Python sample (a callable or a batch object) is called and, when `dtype` is set, cast to it. When a
-validation then fails on a float32/float64 mismatch, `add_dtype_hint` names the `--dtype` that fixes it.
+validation then fails on a float32/float64 mismatch, `add_dtype_hint` names the `dtype` that fixes it.
+Hints name what the caller can change, in its `Vocabulary` (`--dtype` for the CLI, the pyproject target's
+`dtype =` for the editor).
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ import re
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from .sample_options import check_dtype, parse_frames
-from .targets import ConfigError, Target
+from ..option_check import ConfigError
+from ..options import CLI, Vocabulary
+from ..sample_options import DTYPES, check_dtype, parse_frames
+from .target import Target
 
 if TYPE_CHECKING:
-    from .batch import Batch
-    from .report import TraceReport
+    from ..batch import Batch
+    from ..report import TraceReport
 
 __all__ = ["add_dtype_hint", "import_object", "is_dtype_mismatch", "load_sample", "source_of", "where_raised"]
 
-_DISTCHECK_DIR = os.path.dirname(os.path.abspath(__file__))
+_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def where_raised(exc: BaseException) -> str:
@@ -38,7 +42,7 @@ def where_raised(exc: BaseException) -> str:
 def import_object(reference: str, what: str) -> Any:
     """Import `reference` (`file.py:attr` or `pkg.mod:attr`); any failure is a `ConfigError` saying
     where it was raised and what to do (`what` names the object in the message: "factory", "sample")."""
-    from .runtime.factory import FactoryError, load_object
+    from ..runtime.factory import FactoryError, load_object
 
     try:
         return load_object(reference)
@@ -56,7 +60,7 @@ def import_object(reference: str, what: str) -> Any:
         ) from exc
 
 
-def _dtype(target: Target) -> Any:
+def _dtype(target: Target, words: Vocabulary) -> Any:
     import torch
 
     if target.dtype is None:
@@ -64,15 +68,19 @@ def _dtype(target: Target) -> Any:
     try:
         name = check_dtype(target.dtype)
     except ValueError as exc:
-        raise ConfigError(str(exc), "use --dtype float64 (the default) or --dtype float32") from exc
+        raise ConfigError(
+            str(exc), f"use {words.assign('dtype', DTYPES[0])} (the default) or {words.assign('dtype', DTYPES[1])}"
+        ) from exc
     return torch.float32 if name == "float32" else torch.float64
 
 
-def _ase_frames(path: str) -> list[Any]:
+def _ase_frames(path: str, words: Vocabulary) -> list[Any]:
     import ase.io
 
     if not os.path.isfile(path):
-        raise ConfigError(f"the sample structure file {path} does not exist", "check the path given to --sample")
+        raise ConfigError(
+            f"the sample structure file {path} does not exist", f"check the path given to {words.name('sample')}"
+        )
     try:
         frames = ase.io.read(path, index=":")
     except Exception as exc:  # ASE raises many unrelated types for unreadable files
@@ -83,20 +91,20 @@ def _ase_frames(path: str) -> list[Any]:
     return list(frames) if isinstance(frames, list) else [frames]
 
 
-def read_structure(path: str, frames: Any, dtype: Any) -> tuple[Batch, dict[str, Any]]:
+def read_structure(path: str, frames: Any, dtype: Any, words: Vocabulary = CLI) -> tuple[Batch, dict[str, Any]]:
     """The frames `frames` selects (None: every frame) of the structure file `path`, one system each,
     at `dtype` (a torch dtype; None: float64), and what was read (`file`, and `frames`,
     `frame_indices`, `dtype` when given); `ConfigError` for an unreadable file or a selection that is
-    not an index or slice, out of range or empty."""
+    not an index or slice, out of range or empty (its hint in `words`)."""
     import torch
 
-    from .batch import Batch
+    from ..batch import Batch
 
     try:
         selection = None if frames is None else parse_frames(frames)
     except ValueError as exc:
-        raise ConfigError(str(exc), "fix --frames (or frames = in the target)") from exc
-    everything = _ase_frames(path)
+        raise ConfigError(str(exc), f"fix {words.name('frames')} (e.g. {words.assign('frames', '0:4')})") from exc
+    everything = _ase_frames(path, words)
     info: dict[str, Any] = {"file": path}
     picked = list(range(len(everything)))
     if selection is not None:
@@ -104,7 +112,9 @@ def read_structure(path: str, frames: Any, dtype: Any) -> tuple[Batch, dict[str,
             picked = selection.pick(len(everything), path)
         except ValueError as exc:
             raise ConfigError(
-                str(exc), "choose frames the file has (e.g. --frames 0 for the first, --frames 0:4 for four)"
+                str(exc),
+                f"choose frames the file has (e.g. {words.assign('frames', '0')} for the first, "
+                f"{words.assign('frames', '0:4')} for four)",
             ) from exc
         info["frames"] = selection.text
         info["frame_indices"] = picked
@@ -117,23 +127,23 @@ def read_structure(path: str, frames: Any, dtype: Any) -> tuple[Batch, dict[str,
     return batch, info
 
 
-def load_sample(target: Target, factory: Any) -> tuple[Batch, dict[str, Any]]:
+def load_sample(target: Target, factory: Any, words: Vocabulary = CLI) -> tuple[Batch, dict[str, Any]]:
     """The sample batch of `target` and where it came from; `factory` is the loaded factory (its module's
     `sample_batch` is the default sample). `ConfigError` for a sample that cannot be read, called or
-    used as a batch, and for `frames` with a sample that is not a structure file."""
-    from .batch import as_batch
+    used as a batch, and for `frames` with a sample that is not a structure file (hints in `words`)."""
+    from ..batch import as_batch
 
-    dtype = _dtype(target)
+    dtype = _dtype(target, words)
     if target.sample_is_file:
         assert target.sample is not None
-        return read_structure(target.sample, target.frames, dtype)
+        return read_structure(target.sample, target.frames, dtype, words)
     reference = target.sample
     if reference is None:
         module_ref = target.factory.rpartition(":")[0]
         if not hasattr(inspect.getmodule(factory), "sample_batch"):
             raise ConfigError(
                 f"no sample for {target.label}: {module_ref} defines no sample_batch",
-                "pass --sample (a structure file or 'path/file.py:callable'), add sample = ... to the target, "
+                f"give it {words.assign('sample', 'path/file.py:sample_batch')} (or a structure file), "
                 "or define sample_batch() next to the factory",
             )
         reference = f"{module_ref}:sample_batch"
@@ -141,7 +151,8 @@ def load_sample(target: Target, factory: Any) -> tuple[Batch, dict[str, Any]]:
         raise ConfigError(
             f"frames {target.frames!r} selects frames of a structure file, but the sample is {reference!r}, "
             "a Python reference",
-            "give --sample a structure file (.xyz, .extxyz, .traj, ...), or drop --frames (frames = in the target)",
+            f"give {words.name('sample')} a structure file (.xyz, .extxyz, .traj, ...), or remove "
+            f"{words.name('frames')}",
         )
     source = import_object(reference, "sample")
     obj = source
@@ -198,10 +209,13 @@ def is_dtype_mismatch(message: str) -> bool:
     return bool(_SINGLE.search(message) and _DOUBLE.search(message) and _TYPE_WORDS.search(message))
 
 
-def add_dtype_hint(report: TraceReport, batch: Batch, sample_info: dict[str, Any]) -> str | None:
+def add_dtype_hint(
+    report: TraceReport, batch: Batch, sample_info: dict[str, Any], words: Vocabulary = CLI
+) -> str | None:
     """When a run of `report` failed on a float32/float64 mismatch, put what to do about the sample's
-    dtype on the second line of `report.next_action` and return it (else None): the sample `batch` is
-    float64 (read from a file, or given so) and the model may compute in float32, or the other way round."""
+    dtype (in `words`) on the second line of `report.next_action` and return it (else None): the sample
+    `batch` is float64 (read from a file, or given so) and the model may compute in float32, or the other
+    way round."""
     messages = [a.error.message for a in report.attempts if a.error is not None]
     if not any(is_dtype_mismatch(m) for m in messages):
         return None
@@ -213,7 +227,7 @@ def add_dtype_hint(report: TraceReport, batch: Batch, sample_info: dict[str, Any
         where = f"read from {os.path.basename(str(sample_info.get('file', 'the file')))}"
     hint = (
         f"what to do: the run mixed float32 and float64, and the sample is {have} ({where}); if the model "
-        f'computes in {other}, validate with --dtype {other} (dtype = "{other}" in the pyproject target), '
+        f"computes in {other}, validate with {words.assign('dtype', other)}, "
         f"or make the model cast its inputs to its own dtype"
     )
     head, _, rest = report.next_action.partition("\n")

@@ -1,7 +1,7 @@
 """Saving a spec over a file someone may be editing: minimal edits, atomic writes, no lost edits.
 
 `spec_text_over(spec, old)` is the text `MLIPSpec.save` writes: a new file gets `spec.to_json()`;
-an existing spec file is edited minimally with `distcheck.spec_edit` (the editor's quick fixes use
+an existing spec file is edited minimally with `distcheck.spec.edit` (the editor's quick fixes use
 the same code), so its indentation, key order, compact arrays, line endings and trailing newline
 survive and members it leaves out that hold their default stay out.
 
@@ -30,9 +30,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import MLIPSpec, SpecError
-from .spec_edit import apply_changes, spec_changes
-from .spectext import JsonEditError
+from .edit import apply_changes, spec_changes
+from .errors import SpecError
+from .fields import field_default, field_types
+from .jsontext import JsonEditError
+from .model import MLIPSpec
 
 __all__ = ["FileState", "SaveOutcome", "SpecConflict", "beside_path", "save_guarded", "spec_text_over", "write_spec"]
 
@@ -154,13 +156,9 @@ def spec_text_over(spec: MLIPSpec, old: bytes | None) -> str:
 def _defaults(cls: type) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            value: Any = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-        else:
-            continue
-        out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
+        has_default, value = field_default(f)
+        if has_default:
+            out[f.name] = value
     return out
 
 
@@ -173,7 +171,7 @@ def _shaped_like(new: Any, old: Any, tp: Any) -> Any:
     `old` leaves out that hold their default are dropped, list items that mean the same as an item of
     `old` take that item's form."""
     if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(new, dict) and isinstance(old, Mapping):
-        hints = typing.get_type_hints(tp)
+        hints = field_types(tp)
         defaults = _defaults(tp)
         out: dict[str, Any] = {}
         for key, value in new.items():

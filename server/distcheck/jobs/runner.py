@@ -1,4 +1,4 @@
-"""`python -m distcheck.lsp.runner`: the daemon's long-lived child that runs validations.
+"""`python -m distcheck.jobs.runner`: the editor daemon's long-lived child that runs validations.
 
 The LSP daemon never imports torch or user code; this process does. It imports torch once, keeps the
 `forkserver` of `distcheck.runtime.launch.process_context()` warm (torch and distcheck preloaded) and
@@ -9,9 +9,7 @@ Protocol (JSON lines; requests on stdin, messages on the original stdout; see do
 
     → {"id": n, "method": "ping"}
     ← {"id": n, "pong": true, "pid": …, "torch": "2.x", "cuda": false, "python": "…"}
-    → {"id": n, "method": "validate", "params": {"factory", "sample", "sample_is_file", "spec",
-                                                "spec_path", "options", "python_path", "cwd",
-                                                "name", "config"}}
+    → {"id": n, "method": "validate", "params": {"target": <Target.to_wire()>, "spec": <spec JSON> | null}}
     ← {"id": n, "event": "reference_started", "info": {…}}          (any number of progress events)
     ← {"id": n, "result": <TraceReport JSON>, "notice": str | null}
       or {"id": n, "error": {"type", "message", "hint", "frames"}}
@@ -36,12 +34,14 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-__all__ = ["main"]
+from ..options import EDITOR
+
+__all__ = ["main", "validate"]
 
 NO_GPU_NOTICE = (
     "no GPU: validated on the CPU with gloo (validate_on_cpu), because torch in the runner sees no CUDA "
     "device; run the editor where torch sees a GPU to validate with trace_and_validate, or set "
-    'distcheck.device to "cpu" to validate on the CPU on purpose'
+    f"{EDITOR.assign('device', 'cpu')} to validate on the CPU on purpose"
 )
 
 
@@ -82,30 +82,6 @@ def _clean_info(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _user_dirs(params: Mapping[str, Any]) -> list[str]:
-    dirs = [str(d) for d in params.get("python_path") or []]
-    if params.get("cwd"):
-        dirs.append(str(params["cwd"]))
-    return [os.path.abspath(d) for d in dirs]
-
-
-def _purge_user_modules(before: set[str], dirs: list[str]) -> None:
-    """Forget modules imported during a validation from the user's directories, so the next
-    validation imports the user's code afresh (ranks always do; this process must too)."""
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    prefixes = [d.rstrip(os.sep) + os.sep for d in dirs]
-    for name in [n for n in list(sys.modules) if n not in before]:
-        module = sys.modules.get(name)
-        file = getattr(module, "__file__", None)
-        if not isinstance(file, str):
-            continue
-        path = os.path.abspath(file)
-        if path.startswith(package_dir + os.sep) or "site-packages" in path or "dist-packages" in path:
-            continue
-        if any(path.startswith(p) for p in prefixes):
-            del sys.modules[name]
-
-
 def _frames(exc: BaseException) -> list[dict[str, Any]]:
     """Traceback frames of `exc` and of the exception it was raised from, outermost first."""
     chain: list[BaseException] = []
@@ -121,98 +97,44 @@ def _frames(exc: BaseException) -> list[dict[str, Any]]:
 
 
 def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
-    """Run one validation as the CLI would; returns (the TraceReport, a notice or None)."""
-    import torch
+    """Run one job as the CLI would, hints in the editor's words; returns (the TraceReport, a notice or None).
 
-    from .. import cli
-    from ..cli_sample import add_dtype_hint
+    `params["target"]` is a `Target.to_wire()` (its options merged and checked by the daemon, checked
+    again here), `params["spec"]` the prior spec (the editor's buffer) or None."""
     from ..spec import MLIPSpec
-    from ..targets import ConfigError, Target, check_options
-    from ..validate import trace_and_validate, validate_on_cpu
     from ..validate.isolation import isolated_global_state
+    from .devices import NO_GPU_NOTICE as FELL_BACK
+    from .paths import pop_python_path, purge_user_modules, push_python_path
+    from .run import run_job
+    from .target import Target
 
+    target = Target.from_wire(params.get("target"))
+    raw_spec = params.get("spec")
+    spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
+    notices: list[str] = []
     with isolated_global_state():  # what the target's code sets here must not reach the next validation
-        target = Target(
-            name=params.get("name"),
-            factory=str(params["factory"]),
-            sample=params.get("sample"),
-            sample_is_file=bool(params.get("sample_is_file")),
-            frames=params.get("frames"),
-            dtype=params.get("dtype"),
-            root=str(params.get("cwd") or os.getcwd()),
-            python_path=[str(p) for p in params.get("python_path") or []],
-            config=params.get("config"),
-        )
-        options = dict(params.get("options") or {})
-        check_options(options)
         before = set(sys.modules)
         home = os.getcwd()
-        state = cli._push_python_path(target.python_path)
+        state = push_python_path(target.python_path)
         try:
-            # The user's code runs where the CLI would run it: in the project directory.
-            os.chdir(target.root)
-            factory = cli._import(target.factory, "factory")
-            if not callable(factory):
-                raise ConfigError(
-                    f"factory {target.factory!r} is a {type(factory).__name__}, not a callable",
-                    "point the target's factory at a function that returns the model",
-                )
-            batch, sample_info = cli._load_sample(target, factory)
-            raw_spec = params.get("spec")
-            spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
-            notices: list[str] = []
-
-            class _Notices(cli._Printer):
-                def notice(self, text: str) -> None:
-                    notices.append(text)
-
-            device = cli._resolve_device(options, _Notices(sys.stderr, quiet=True))
-            auto = str(params.get("options", {}).get("device", "auto")) == "auto"
-            notice = NO_GPU_NOTICE if notices and auto else None
-
-            def progress(event: str, info: Mapping[str, Any]) -> None:
-                emit(event, info)
-
-            kwargs: dict[str, Any] = dict(options, progress=progress, spec=spec)
-            if device == "cpu":
-                backend = kwargs.pop("backend", "auto")
-                if backend == "nccl":
-                    raise ConfigError(
-                        "backend nccl needs CUDA devices, but the device is cpu", "use backend gloo or auto"
-                    )
-                report = validate_on_cpu(target.factory, batch, **kwargs)
-            else:
-                if not torch.cuda.is_available():
-                    raise ConfigError(
-                        f"device {device!r} needs CUDA, and torch in the runner sees no GPU",
-                        'set distcheck.device to "auto" or "cpu"',
-                    )
-                report = trace_and_validate(target.factory, batch, device=device, **kwargs)
-            report.target = {
-                "name": target.name,
-                "factory": cli._source_of(factory, target.factory),
-                "sample": sample_info,
-                "spec_path": params.get("spec_path"),
-                "config": target.config,
-            }
-            add_dtype_hint(report, batch, sample_info)
-            return report, notice
+            os.chdir(target.root)  # the user's code runs where the CLI would run it: in the project directory
+            report = run_job(target, spec=spec, words=EDITOR, notice=notices.append, progress=emit)
         finally:
             os.chdir(home)
-            cli._pop_python_path(state)
-            _purge_user_modules(before, _user_dirs(params))
+            pop_python_path(state)
+            purge_user_modules(before, [*target.python_path, target.root])
+    return report, NO_GPU_NOTICE if FELL_BACK in notices else None
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    from .. import cli
-    from ..targets import ConfigError
+    from ..option_check import ConfigError
+    from .setup_errors import setup_error
 
-    if isinstance(exc, ConfigError):
-        return {"type": "ConfigError", "message": exc.message, "hint": exc.hint, "frames": _frames(exc)}
-    known = cli._setup_error(exc)
+    known = setup_error(exc, EDITOR)
     if known is not None:
         message, hint = known
-        return {"type": type(exc).__name__, "message": message, "hint": hint, "frames": _frames(exc)}
+        kind = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
+        return {"type": kind, "message": message, "hint": hint, "frames": _frames(exc)}
     return {
         "type": type(exc).__name__,
         "message": f"internal error: {type(exc).__name__}: {exc}",

@@ -1,10 +1,11 @@
-"""The one JSON-text scanner: a tree of spec JSON with the offset of every key and value.
+"""The project's one JSON-text scanner: a tree of JSON text with the offset of every key and value.
 
 Spec files are hand-edited, so whatever reads or rewrites them by text (error locations, duplicate
-keys, minimal edits in `distcheck.spec_edit`, the editor's quick fixes) works on the same tree:
-`parse` reads JSON text into `Node`s with code-point offsets into the text (a leading byte-order mark
-is allowed and counted), `find` walks a path of keys and indices, and `Locations` flattens a tree
-into where each path's key and value start plus the keys repeated within one object.
+keys, minimal edits in `distcheck.spec.edit`, the editor's quick fixes and diagnostics) works on the
+same tree: `parse` reads JSON text into `Node`s with code-point offsets into the text (a leading
+byte-order mark is allowed and counted), `find` walks a path of keys and indices, and `Locations`
+flattens a tree into where each path's key and value start, the keys repeated within one object,
+and the 1-based line and column of an offset.
 
 Data-model layer: imports neither torch nor `distcheck.lsp`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +25,7 @@ __all__ = [
     "Node",
     "PathPart",
     "find",
+    "member",
     "parse",
 ]
 
@@ -128,13 +131,33 @@ class _Parser:
             raise self.error(f"expected {c!r}")
         self.i += 1
 
-    def obj(self, depth: int) -> Node:
-        node = Node("object", self.i, self.i)
+    def opened(self, node: Node, close: str) -> bool:
+        """Past the opening bracket of `node`; True (and `node` ends) when `close` follows at once."""
         self.i += 1
         self.ws()
-        if self.i < len(self.text) and self.text[self.i] == "}":
+        if self.i < len(self.text) and self.text[self.i] == close:
             self.i += 1
             node.end = self.i
+            return False
+        return True
+
+    def closed(self, node: Node, close: str, what: str) -> bool:
+        """After a member or item of `node`: True (and `node` ends) at `close`, False after a comma."""
+        self.ws()
+        if self.i >= len(self.text):
+            raise self.error(f"unterminated {what}")
+        c = self.text[self.i]
+        self.i += 1
+        if c == close:
+            node.end = self.i
+            return True
+        if c != ",":
+            raise self.error(f"expected ',' or {close!r}")
+        return False
+
+    def obj(self, depth: int) -> Node:
+        node = Node("object", self.i, self.i)
+        if not self.opened(node, "}"):
             return node
         while True:
             self.ws()
@@ -146,37 +169,17 @@ class _Parser:
             self.expect(":")
             value = self.value(depth + 1)
             node.members.append(Member(key, key_start, key_end, value))
-            self.ws()
-            if self.i >= len(self.text):
-                raise self.error("unterminated object")
-            c = self.text[self.i]
-            self.i += 1
-            if c == "}":
-                node.end = self.i
+            if self.closed(node, "}", "object"):
                 return node
-            if c != ",":
-                raise self.error("expected ',' or '}'")
 
     def arr(self, depth: int) -> Node:
         node = Node("array", self.i, self.i)
-        self.i += 1
-        self.ws()
-        if self.i < len(self.text) and self.text[self.i] == "]":
-            self.i += 1
-            node.end = self.i
+        if not self.opened(node, "]"):
             return node
         while True:
             node.items.append(self.value(depth + 1))
-            self.ws()
-            if self.i >= len(self.text):
-                raise self.error("unterminated array")
-            c = self.text[self.i]
-            self.i += 1
-            if c == "]":
-                node.end = self.i
+            if self.closed(node, "]", "array"):
                 return node
-            if c != ",":
-                raise self.error("expected ',' or ']'")
 
 
 def parse(text: str) -> Node:
@@ -226,9 +229,11 @@ class Locations:
     """Where each path of a JSON text starts: `keys[path]` (the key of an object member), `values[path]`
     (every value, list items and the root included), and `duplicates` (each key repeated within one
     object after its first occurrence: its path and key offset, in text order). A repeated key's
-    paths point at its last occurrence. Text that is not valid JSON gives empty maps."""
+    paths point at its last occurrence. Text that is not valid JSON gives empty maps. Lines are
+    split on `\\n` for `position` and `locate`."""
 
     def __init__(self, text: str) -> None:
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.keys: dict[tuple[PathPart, ...], int] = {}
         self.values: dict[tuple[PathPart, ...], int] = {}
         self.duplicates: list[tuple[tuple[PathPart, ...], int]] = []
@@ -258,6 +263,16 @@ class Locations:
             if not key:
                 return None
             key = key[:-1]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of the code-point `offset`; columns count code points."""
+        line = bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
+
+    def locate(self, parts: Sequence[PathPart]) -> tuple[int, int] | None:
+        """1-based (line, column) of `offset(parts)`; None when nothing of the path is in the text."""
+        offset = self.offset(parts)
+        return None if offset is None else self.position(offset)
 
 
 def _walk(node: Node, path: tuple[PathPart, ...]) -> Iterator[tuple[tuple[PathPart, ...], Node]]:

@@ -10,7 +10,8 @@ container). `spec_changes` lists what differs between two parsed documents and `
 those changes in the text; `minimal_edits` turns old and new text into small `Edit`s (what an LSP
 `WorkspaceEdit` wants), `apply_edits` applies them.
 
-Data-model layer: imports neither torch nor `distcheck.lsp`; the text tree is `distcheck.spectext`.
+Data-model layer: imports neither torch nor `distcheck.lsp`; the text tree is `distcheck.spec.jsontext`'s
+(its `JsonEditError` is re-exported: every function here raises it for text that is not JSON).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .spectext import JsonEditError, Node, PathPart, find, parse
+from .jsontext import JsonEditError, Node, PathPart, find, parse
 
 __all__ = [
     "Edit",
+    "JsonEditError",
     "append_item",
     "apply_changes",
     "apply_edits",

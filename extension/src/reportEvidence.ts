@@ -1,0 +1,282 @@
+/**
+ * The report panel's evidence sections: unrouted aggregations (op, count, where), suspicious outputs
+ * (error far above the measured round-off floor, within tolerance), ranks that disagree on a replicated
+ * output (with the first module that does), and — when no cause is known — what was checked, as the
+ * report's `next_action` lists it. Pure; every field is read through `reportCheck.Reader`, every text
+ * goes through `escapeHtml`.
+ */
+
+import { type AttemptJson, isRecord, textOf } from "./report";
+import { Problems, Reader, capped } from "./reportCheck";
+import { escapeHtml, fmt, link } from "./reportMarkup";
+import { type Obj } from "./reportSections";
+
+const WHAT: Record<string, string> = {
+  per_atom_to_per_system: "atoms → systems",
+  per_edge_to_per_atom: "edges → atoms",
+  per_edge_to_per_system: "edges → systems",
+  per_atom_total: "total over atoms",
+};
+
+function attemptLabel(a: Reader): string {
+  const rule = a.str("rule");
+  return `${fmt(a.count("index") ?? "?")}${rule ? ` (${rule})` : ""}`;
+}
+
+function baseName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
+}
+
+/** `file:line` as a link that opens it (the full path in the title), or a dim "unknown" when absent. */
+function fileLink(file: string | undefined, line: number | undefined): string {
+  if (!file) {
+    return `<span class="dim">unknown</span>`;
+  }
+  return link(`${baseName(file)}:${fmt(line ?? "?")}`, "openFile", { file, line: line ?? 1 }, file);
+}
+
+function ranksText(r: Reader, key: string): string {
+  return r
+    .items(key)
+    .filter((x): x is number => typeof x === "number")
+    .map((x) => fmt(x))
+    .join(", ");
+}
+
+// ------------------------------------------------------------------------------------------------
+// unrouted aggregations
+
+interface Unrouted {
+  u: Reader;
+  attempt: Reader;
+  key: string;
+}
+
+function unroutedKey(u: Reader): string {
+  return JSON.stringify([u.str("op"), u.str("aggregation"), u.str("origin"), u.str("file"), u.count("line"), u.str("call_file"), u.count("call_line")]);
+}
+
+function unroutedOf(attempt: AttemptJson, at: (a: AttemptJson) => string, p: Problems): Unrouted[] {
+  const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+  const out: Unrouted[] = [];
+  a.items("unrouted").forEach((value, i) => {
+    const u = Reader.of(value, `${a.pathOf("unrouted")}[${i}]`, p);
+    if (u) {
+      out.push({ u, attempt: a, key: unroutedKey(u) });
+    }
+  });
+  return out;
+}
+
+/** Source file → helper name and whether an adapter wraps it in the best attempt (flagged or wrapped helpers only). */
+function helperFiles(attempts: AttemptJson[], best: AttemptJson | undefined): Map<string, { name: string; wrapped: boolean }> {
+  const out = new Map<string, { name: string; wrapped: boolean }>();
+  for (const attempt of attempts) {
+    const list = Array.isArray(attempt.helper_diagnostics) ? attempt.helper_diagnostics : [];
+    for (const h of list) {
+      if (!isRecord(h) || !isRecord(h.source) || typeof h.source.file !== "string") {
+        continue; // the helpers section reports malformed entries
+      }
+      const wrapped = h.already_wrapped === true;
+      if (!wrapped && !h.suspected_gap && h.consistency_passed !== false) {
+        continue;
+      }
+      const name = typeof h.qualname === "string" ? h.qualname : `${textOf(h.module)}.${textOf(h.function)}`;
+      const prev = out.get(h.source.file);
+      out.set(h.source.file, { name, wrapped: (prev?.wrapped ?? false) || (wrapped && attempt === best) });
+    }
+  }
+  return out;
+}
+
+export function renderUnrouted(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+  const seen = new Map<string, Unrouted>();
+  for (const attempt of attempts) {
+    for (const found of unroutedOf(attempt, at, p)) {
+      if (!seen.has(found.key)) {
+        seen.set(found.key, found);
+      }
+    }
+  }
+  if (seen.size === 0) {
+    return "";
+  }
+  const still = new Set(best ? unroutedOf(best, at, new Problems()).map((f) => f.key) : []); // its problems are counted above
+  const bestReader = best ? new Reader(best as unknown as Obj, at(best), p) : undefined;
+  const bestPassed = bestReader?.bool("passed") === true;
+  const helpers = helperFiles(attempts, best);
+  const rows = capped([...seen.values()], "the unrouted aggregations", p).map(({ u, attempt, key }) => {
+    const op = u.str("op", { required: true }) ?? "?";
+    const aggregation = u.str("aggregation", { required: true }) ?? "?";
+    const fn = u.str("function");
+    const file = u.str("file");
+    const line = u.count("line");
+    const callFile = u.str("call_file");
+    const callLine = u.count("call_line");
+    const caller = callFile && (callFile !== file || callLine !== line) ? fileLink(callFile, callLine) : `<span class="dim">–</span>`;
+    const helper = (file ? helpers.get(file) : undefined) ?? (callFile ? helpers.get(callFile) : undefined);
+    const remains = still.has(key) && !(helper?.wrapped ?? false);
+    let status: string;
+    if (helper) {
+      status = helper.wrapped
+        ? `<span class="tag ok">inside helper <code>${escapeHtml(helper.name)}</code>: its adapter routes it</span>`
+        : `<span class="tag bad">inside the undeclared helper <code>${escapeHtml(helper.name)}</code> (see Third-party helpers)</span>`;
+    } else if (remains) {
+      status = bestPassed
+        ? `<span class="tag">still runs in the best attempt, whose outputs match on this sample</span>`
+        : `<span class="tag bad">unrouted in the best attempt</span>`;
+    } else {
+      status =
+        bestPassed && bestReader
+          ? `<span class="tag ok">routed by attempt ${escapeHtml(attemptLabel(bestReader))}</span>`
+          : `<span class="tag">not seen in the best attempt</span>`;
+    }
+    return `<tr class="${remains && !bestPassed ? "fail" : "pass"}"><td><code>${escapeHtml(op)}</code></td><td>${escapeHtml(WHAT[aggregation] ?? aggregation)}</td>
+<td>${escapeHtml(fmt(u.count("count", { required: true })))}</td><td>${escapeHtml(ranksText(u, "ranks"))}</td>
+<td>${fn ? `<code>${escapeHtml(fn)}</code> ` : ""}${fileLink(file, line)}</td><td>${caller}</td>
+<td>${escapeHtml(u.str("origin") ?? "?")}</td><td>${escapeHtml(attemptLabel(attempt))}</td><td>${status}</td></tr>`;
+  });
+  return `<section id="unrouted"><h2>Unrouted aggregations</h2>
+<p>These ran where no handler routed them, so each rank computed only its partial.</p>
+<table class="unrouted"><thead><tr><th>op</th><th>aggregation</th><th>count</th><th>ranks</th><th>where</th><th>called from</th><th>origin</th><th>attempt</th><th>now</th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></section>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// suspicious outputs
+
+export function renderSuspicious(
+  attempts: AttemptJson[],
+  best: AttemptJson | undefined,
+  roundoff: unknown,
+  p: Problems,
+  at: (a: AttemptJson) => string,
+): string {
+  const first = attempts[0];
+  const shown = [...new Set([best, first].filter((a): a is AttemptJson => a !== undefined))];
+  const rows: string[] = [];
+  for (const attempt of shown) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    a.items("suspicious").forEach((value, i) => {
+      const s = Reader.of(value, `${a.pathOf("suspicious")}[${i}]`, p);
+      if (!s) {
+        return;
+      }
+      rows.push(`<tr class="fail"><td><code>${escapeHtml(s.str("name", { required: true }) ?? "?")}</code></td><td>${escapeHtml(s.str("kind") ?? "?")}</td>
+<td>${escapeHtml(fmt(s.num("max_abs_diff")))}</td><td>${escapeHtml(fmt(s.num("floor")))}</td><td><b>${escapeHtml(fmt(s.num("ratio")))}×</b></td>
+<td>${escapeHtml(fmt(s.num("threshold")))}×</td><td>${escapeHtml(attemptLabel(a))}</td></tr>`);
+    });
+  }
+  if (rows.length === 0) {
+    return "";
+  }
+  const r = isRecord(roundoff) ? new Reader(roundoff, "report.roundoff", p) : undefined;
+  const status = r?.str("status");
+  const note = r?.str("note");
+  const floor = status ? `<p class="dim">Round-off floor: ${escapeHtml(status)}${note ? ` — ${escapeHtml(note)}` : ""}</p>` : "";
+  return `<section id="suspicious"><h2>Suspicious outputs</h2>
+<p class="warning">⚠ Within atol/rtol, but far above the round-off floor of this comparison (measured by a replicated control run): a real distributed error too small for the tolerances.</p>
+<table class="suspicious"><thead><tr><th>output</th><th>kind</th><th>max abs</th><th>floor</th><th>ratio</th><th>threshold</th><th>attempt</th></tr></thead>
+<tbody>${capped(rows, "the suspicious outputs", p).join("\n")}</tbody></table>${floor}</section>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// rank disagreements
+
+export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+  const first = attempts[0];
+  const shown = [...new Set([best, first].filter((a): a is AttemptJson => a !== undefined))];
+  const seen = new Set<string>();
+  const rows: string[] = [];
+  for (const attempt of shown) {
+    const a = new Reader(attempt as unknown as Obj, at(attempt), p);
+    a.items("rank_disagreements").forEach((value, i) => {
+      const d = Reader.of(value, `${a.pathOf("rank_disagreements")}[${i}]`, p);
+      const output = d?.str("output", { required: true });
+      if (!d || !output || seen.has(output)) {
+        return;
+      }
+      seen.add(output);
+      const m = d.rec("first_module");
+      const module = m?.str("module");
+      const cls = m?.str("class");
+      const moduleCell = module
+        ? `${link(module, "goToModule", { module, cls: cls ?? "" }, cls)} <span class="dim">${escapeHtml(cls ?? "")}</span>, rank${
+            m && m.items("ranks").length > 1 ? "s" : ""
+          } ${escapeHtml(m ? ranksText(m, "ranks") : "")} against rank 0, max |Δ| ${escapeHtml(fmt(m?.num("max_abs")))}`
+        : `<span class="dim">none found</span>`;
+      const off = ranksText(d, "off_reference");
+      const systems = ranksText(d, "systems");
+      rows.push(`<tr class="fail"><td><code>${escapeHtml(output)}</code></td><td>${escapeHtml(d.str("kind") ?? "?")}</td>
+<td>${escapeHtml(ranksText(d, "ranks"))}</td><td>${off ? escapeHtml(off) : `<span class="dim">none</span>`}</td>
+<td>${escapeHtml(fmt(d.num("max_abs")))}</td><td>${systems ? escapeHtml(systems) : `<span class="dim">–</span>`}</td>
+<td>${moduleCell}</td><td>${escapeHtml(attemptLabel(a))}</td></tr>`);
+    });
+  }
+  if (rows.length === 0) {
+    return "";
+  }
+  return `<section id="disagreements"><h2>Ranks that disagree</h2>
+<p>A replicated output must come out the same on every rank; consolidation keeps one rank's value, so any disagreement fails the attempt.</p>
+<table class="disagreements"><thead><tr><th>output</th><th>kind</th><th>ranks</th><th>off the reference</th><th>max |Δ|</th><th>systems</th><th>first module that disagrees</th><th>attempt</th></tr></thead>
+<tbody>${capped(rows, "the rank disagreements", p).join("\n")}</tbody></table></section>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// what was checked, when no cause is known
+
+function firstDivergent(a: Reader): string | undefined {
+  const ld = a.rec("layer_divergence");
+  const fd = ld?.rec("first_divergent");
+  return fd?.str("module") ?? ld?.str("first_module");
+}
+
+/** True when the best attempt failed and the report names no cause the other sections show. */
+export function causeUnknown(a: Reader): boolean {
+  if (a.bool("passed") !== false || a.rec("error") !== undefined) {
+    return false;
+  }
+  const hc = a.rec("halo_completeness");
+  const flagged = a.items("helper_diagnostics").some((h) => isRecord(h) && (Boolean(h.suspected_gap) || h.consistency_passed === false));
+  return (
+    a.items("unrouted").length === 0 &&
+    a.items("rank_disagreements").length === 0 &&
+    a.items("suspicious").length === 0 &&
+    firstDivergent(a) === undefined &&
+    !flagged &&
+    hc?.bool("matches") !== false &&
+    hc?.bool("complete") !== false
+  );
+}
+
+export function renderChecked(best: AttemptJson | undefined, meta: Obj, receptive: unknown, p: Problems, at: (a: AttemptJson) => string): string {
+  if (!best) {
+    return "";
+  }
+  const a = new Reader(best as unknown as Obj, at(best), p);
+  if (!causeUnknown(a)) {
+    return "";
+  }
+  const items = [
+    "unrouted aggregations: none found",
+    "ranks disagreeing on a replicated output: none",
+    meta.layer_diagnostic === false
+      ? "first divergent module: not searched (layer_diagnostic is off: turn it on to localise it)"
+      : "first divergent module: none found (no sub-module's output differs, or the wrapper has no sub-modules to hook)",
+    "watched helpers flagged: none",
+  ];
+  const halo = a.rec("halo_completeness")?.str("interpretation");
+  if (halo) {
+    items.push(`halo: ${halo}`);
+  }
+  const field = isRecord(receptive) ? new Reader(receptive, "report.receptive_field", p) : undefined;
+  const skip = (field?.str("note") ?? "").split("; ").find((part) => part.includes("skips the neighbour graph"));
+  if (skip) {
+    items.push(`receptive field: ${skip}`);
+  }
+  return `<section id="checked"><h2>Cause unknown — what was checked</h2>
+<p>No auto-fix rule found evidence it could act on (attempt ${escapeHtml(attemptLabel(a))}).</p>
+<ul class="checked">${items.map((t) => `<li>${escapeHtml(t)}</li>`).join("")}</ul>
+<p>Next: compare the failing outputs atom by atom (the outputs' worst index) for code that depends on which atoms a rank holds or on their order (e.g. <code>pos[0]</code>, <code>batch.num_atoms</code>, <code>positions.shape[0]</code>).</p>
+</section>`;
+}

@@ -1,0 +1,11 @@
+"""The job layer shared by the CLI (`distcheck.cli`) and the editor's runner (`distcheck.jobs.runner`).
+
+A job is one validation of one `Target`: where the target comes from (`target`: references and the one
+target type, also what crosses the daemon → runner pipe; `pyproject` and `toml_index`: `[tool.distcheck]`),
+the directories its code is imported from (`paths`), its sample (`sample`, `dtype_hint`), its devices
+(`devices`) and the run itself (`run`, `setup_errors`). Hints produced here are phrased in the caller's
+words (a `distcheck.options.Vocabulary`).
+
+`target`, `toml_index`, `pyproject` and `paths` import no torch (the editor daemon uses them); the other
+modules import it when called.
+"""

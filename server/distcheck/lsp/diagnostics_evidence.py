@@ -1,0 +1,254 @@
+"""The trust evidence of a report as diagnostics: unrouted aggregations at their source lines,
+suspicious outputs where failing outputs show, ranks that disagree at the first module that does,
+and an under-declared receptive field on the factory.
+
+Codes: `unrouted-aggregation` (on the op's line, in a scripted function or at a Python line, and on
+the Python line that called into TorchScript; none inside a flagged or adapted helper, whose own
+diagnostic covers it), `suspicious-output` (on `output_kinds.<name>` in the spec, else the factory's
+`def`), `rank-disagreement` (on the `class` line of the first module whose per-system value differs
+across ranks, else where failing outputs show; none when a passing auto-fix exists: the failing
+outputs carry it), `receptive-field` (on the factory's `def`). Pure: no torch, no user code
+(`validate/` is not imported: its package imports torch, so the advice of `validate/unrouted.py` is
+restated here from the report's records).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..report import Attempt, RankDisagreement, TraceReport, UnroutedOp
+from ..report_checks import SuspiciousOutput
+from ..spec import MLIPSpec
+from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
+from .text import Span
+
+__all__ = ["evidence_diagnostics", "unrouted_advice"]
+
+_WHAT = {
+    "per_atom_to_per_system": "atoms → systems",
+    "per_edge_to_per_atom": "edges → atoms",
+    "per_edge_to_per_system": "edges → systems",
+    "per_atom_total": "total over atoms",
+}
+
+
+def _which(attempt: Attempt) -> str:
+    return f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
+
+
+def _fix_advice(fix: Attempt | None) -> str | None:
+    if fix is None:
+        return None
+    return f"auto-fix {fix.rule or 'rule'!r} makes every output match: apply the spec-fix quick fix"
+
+
+def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
+    """The step that routes one unrouted aggregation, by where it ran (as `validate/unrouted.py` says)."""
+    if op.origin == "torchscript":
+        if spec.distribution.torchscript == "scripted":
+            return (
+                'set distribution.torchscript to "eager" (auto-fix tries it) so the ranks run the TorchScript '
+                "as Python and the handlers route it"
+            )
+        return (
+            'it runs in TorchScript even with torchscript "eager" (serialized with torch.jit.load, or scripted '
+            "before the rank started): declare the Python helper that calls it in distribution.third_party_helpers"
+        )
+    if op.origin == "custom_op":
+        return f"declare {op.function or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
+    if op.origin == "native":
+        return "declare the Python function that calls this C++ code in distribution.third_party_helpers"
+    return (
+        'rewrite it in a form the handlers route (README: "Code that is safe to write"), e.g. a sum, mean, amax '
+        "or amin keyed by the system index"
+    )
+
+
+def _unrouted_message(op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool) -> str:
+    ranks = ", ".join(str(r) for r in op.ranks) or "?"
+    text = f"unrouted aggregation {op.op} ×{op.count} ({_WHAT.get(op.aggregation, op.aggregation)})"
+    if op.function:
+        text += f" in {op.function}"
+    text += f" on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}"
+    if op.call_file and (op.call_file, op.call_line) != (op.file, op.line):
+        text += f", called from {os.path.basename(op.call_file)}:{op.call_line if op.call_line is not None else '?'}"
+    text += ": no handler routed it, so each rank computed only its partial"
+    if not still and fix is not None:
+        return f"{text}. What to do: {_fix_advice(fix)} (it routes this aggregation)."
+    advice = unrouted_advice(op, attempt.spec)
+    if passed:
+        return f"{text}; the outputs match on this sample anyway. To be sure on others: {advice}."
+    return f"{text}. What to do: {advice}."
+
+
+def _helper_files(report: TraceReport) -> set[str]:
+    """Source files of the watched helpers that are flagged (an `undeclared-helper` diagnostic says what
+    to do) or wrapped by an adapter (which routes what runs inside them)."""
+    files: set[str] = set()
+    for attempt in report.attempts:
+        for h in attempt.helper_diagnostics:
+            src = (h.source or {}).get("file")
+            if isinstance(src, str) and (h.flagged or h.already_wrapped):
+                files.add(os.path.abspath(src))
+    return files
+
+
+def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
+    best = report.best_attempt
+    still = {u.key for u in best.unrouted} if best is not None else set()
+    passed = report.verdict == "passed"
+    helpers = _helper_files(report)
+    seen: set[tuple[Any, ...]] = set()
+    for attempt in report.attempts:
+        for op in attempt.unrouted:
+            if op.key in seen:
+                continue
+            seen.add(op.key)
+            if any(f is not None and os.path.abspath(f) in helpers for f in (op.file, op.call_file)):
+                continue  # inside a helper: its own diagnostic (or its adapter) covers it
+            remains = op.key in still
+            message = _unrouted_message(op, attempt, remains, fix, passed)
+            severity = ERROR if remains and not passed else WARNING
+            data = {
+                "op": op.op,
+                "aggregation": op.aggregation,
+                "origin": op.origin,
+                "count": op.count,
+                "ranks": list(op.ranks),
+                "location": op.location,
+                "attempt": attempt.index,
+            }
+            placed = False
+            for path, line in ((op.file, op.line), (op.call_file, op.call_line)):
+                if path is None or p.ctx.text(path) is None:
+                    continue
+                span = p.line_span(path, line or 1)
+                if not _already(p, path, span, "unrouted-aggregation", op.op):
+                    p.add(path, span, "unrouted-aggregation", message, severity, **data)
+                placed = True
+            if not placed:
+                where = p.factory(report)
+                if where is not None:
+                    p.add(where[0], where[1], "unrouted-aggregation", message, severity, **data)
+
+
+def _already(p: Placer, path: str, span: Span, code: str, op: str) -> bool:
+    """Is there a diagnostic of `code` for `op` on this line already (the op's and its caller's lines
+    are one line when the op sits at a Python line)?"""
+    for d in p.out.get(os.path.abspath(path), []):
+        data = d.data if isinstance(d.data, dict) else {}
+        if d.code == code and data.get("op") == op and d.range.start.line == span.start_line:
+            return True
+    return False
+
+
+def _output_place(p: Placer, report: TraceReport, output: str) -> tuple[str, Span] | None:
+    """Where failing outputs show: `output_kinds.<output>` in the spec file, else the factory's `def`."""
+    span = p.spec_span(["output_kinds", output])
+    if span is not None:
+        return p.ctx.spec_path, span
+    return p.factory(report)
+
+
+def _suspicious_message(s: SuspiciousOutput, attempt: Attempt, advice: str) -> str:
+    return (
+        f"output {s.name!r} ({s.kind}) is within atol/rtol but suspicious under {_which(attempt)}: max abs diff "
+        f"{num(s.max_abs_diff)} is {num(s.ratio)}× the round-off floor {num(s.floor)} of this comparison (measured "
+        f"by a replicated control run; threshold {num(s.threshold)}×), a real distributed error too small for the "
+        f"tolerances. What to do: {advice}"
+    )
+
+
+def _suspicious(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
+    advice = _fix_advice(fix) or first_line(report.next_action) or "see the distcheck report"
+    best = report.best_attempt
+    shown = [report.attempts[0]] + ([best] if best is not None and best is not report.attempts[0] else [])
+    for attempt in shown:
+        for s in attempt.suspicious:
+            where = _output_place(p, report, s.name)
+            if where is None:
+                continue
+            data = {"output": s.name, "ratio": s.ratio, "floor": s.floor, "attempt": attempt.index}
+            data["specPath"] = p.ctx.spec_path
+            p.add(where[0], where[1], "suspicious-output", _suspicious_message(s, attempt, advice), WARNING, **data)
+
+
+def _disagreement_message(d: RankDisagreement, attempt: Attempt) -> str:
+    text = f"{d.summary} under {_which(attempt)}"
+    m = d.first_module
+    if m is not None:
+        ranks = ", ".join(str(r) for r in m.ranks)
+        text += (
+            f"; the first module whose per-system value differs across ranks is {m.module} ({m.cls}), on rank"
+            f"{'s' if len(m.ranks) > 1 else ''} {ranks} against rank 0, max |Δ| {num(m.max_abs)}"
+        )
+    where = m.module if m is not None else f"the code that computes {d.output}"
+    return (
+        f"{text}. A replicated output must come out the same on every rank. What to do: look in {where} for a "
+        "value that depends on the rank or on which atoms the rank holds (a reduction over the rank's rows the "
+        "runtime does not route: write it as index_add/scatter over batch.batch, or declare the helper in "
+        "distribution.third_party_helpers)."
+    )
+
+
+def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
+    if fix is not None:  # the user's spec's disagreement is a symptom: its failing outputs carry the fix
+        return
+    best = report.best_attempt
+    shown = ([best] if best is not None else []) + [report.attempts[0]]
+    seen: set[str] = set()
+    for attempt in shown:
+        for d in attempt.rank_disagreements:
+            if d.output in seen:
+                continue
+            seen.add(d.output)
+            data: dict[str, Any] = {
+                "output": d.output,
+                "ranks": list(d.ranks),
+                "offReference": list(d.off_reference),
+                "attempt": attempt.index,
+            }
+            found = p.class_location(d.first_module.cls) if d.first_module is not None else None
+            if d.first_module is not None:
+                data.update(module=d.first_module.module, cls=d.first_module.cls)
+            message = _disagreement_message(d, attempt)
+            severity = ERROR
+            if found is not None:
+                p.add(found.path, p.location_span(found), "rank-disagreement", message, severity, **data)
+                continue
+            where = _output_place(p, report, d.output)
+            if where is not None:
+                p.add(where[0], where[1], "rank-disagreement", message, severity, **data)
+
+
+def _receptive(p: Placer, report: TraceReport) -> None:
+    field = report.receptive_field
+    if field is None or not field.under_declared or field.measured_depth is None:
+        return
+    where = p.factory(report)
+    if where is None:
+        return
+    declared = f"{field.declared_depth or 1} × {num(field.cutoff)} Å = {num(field.declared_field)} Å"
+    measured = f"{field.measured_depth} hop(s) × {num(field.cutoff)} Å = {num(field.measured_field)} Å"
+    done = (
+        f"; this validation ran with halo_width {num(field.halo_width_set)} Å meanwhile (report.spec keeps it)"
+        if field.halo_width_set is not None
+        else ""
+    )
+    message = (
+        f"receptive field under-declared: the wrapper declares {declared}, the reference measured {measured} "
+        f"(from {field.basis}){done}. What to do: set num_interactions = {field.measured_depth} on the wrapper."
+    )
+    data = {"declaredDepth": field.declared_depth, "measuredDepth": field.measured_depth}
+    p.add(where[0], where[1], "receptive-field", message, WARNING, **data)
+
+
+def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
+    """Add the evidence diagnostics of `report` to `p`; `fix` is the passing auto-fix attempt, if any."""
+    if not report.attempts:
+        return
+    _unrouted(p, report, fix)
+    _suspicious(p, report, fix)
+    _disagreements(p, report, fix)
+    _receptive(p, report)

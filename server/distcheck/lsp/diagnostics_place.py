@@ -1,0 +1,238 @@
+"""Placing diagnostics without importing user code: `PlaceContext` (what the server knows besides the
+report) and `Placer` (the diagnostics of one placement by file, and the spans of lines, definitions,
+classes and spec members they sit on). Shared by the report, evidence and document diagnostics."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types
+
+from ..report import TraceReport
+from ..spec import jsontext
+from . import locate
+from .text import LineIndex, Span
+
+__all__ = ["ERROR", "INFO", "SOURCE", "WARNING", "PlaceContext", "Placer", "first_line", "make_diagnostic", "num"]
+
+SOURCE = "distcheck"
+
+ERROR = types.DiagnosticSeverity.Error
+WARNING = types.DiagnosticSeverity.Warning
+INFO = types.DiagnosticSeverity.Information
+
+
+@dataclass
+class PlaceContext:
+    """What placing a report's diagnostics needs besides the report.
+
+    `read(path)` returns a file's text (the open buffer first) or None; `files()` lists the workspace's
+    Python files for call-site and class scans. `spec_text` is the spec document's text (buffer or disk)
+    or None when it does not exist. `roots` are the workspace folders, `search_dirs` where the target's
+    modules are imported from.
+    """
+
+    target: str
+    spec_path: str
+    spec_text: str | None
+    roots: list[str]
+    search_dirs: list[str]
+    read: Callable[[str], str | None]
+    files: Callable[[], Iterable[str]]
+    factory_file: str | None = None
+    factory_name: str = "model_factory"
+    sample_file: str | None = None
+    sample_name: str = "sample_batch"
+    encoding: str = "utf-16"
+    _texts: dict[str, str | None] = field(default_factory=dict)
+
+    def text(self, path: str) -> str | None:
+        """`read(path)`, cached for this placement."""
+        if path not in self._texts:
+            self._texts[path] = self.read(path)
+        return self._texts[path]
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of `text`."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def num(x: object) -> str:
+    """A number as diagnostics print it: 3 significant digits, "NaN", "-" for None."""
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isnan(x):
+        return "NaN"
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return f"{x:.3g}"
+    return str(x)
+
+
+def _range(span: Span) -> types.Range:
+    return types.Range(
+        start=types.Position(line=span.start_line, character=span.start_char),
+        end=types.Position(line=span.end_line, character=span.end_char),
+    )
+
+
+def make_diagnostic(
+    span: Span, code: str, message: str, severity: types.DiagnosticSeverity, data: dict[str, Any]
+) -> types.Diagnostic:
+    """One `distcheck` diagnostic on `span`; `data` gets its `code`."""
+    return types.Diagnostic(
+        range=_range(span),
+        message=message,
+        severity=severity,
+        code=code,
+        source=SOURCE,
+        data={"code": code, **data},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# placing
+
+
+class Placer:
+    """Collects one placement's diagnostics by absolute path and finds the spans they sit on."""
+
+    def __init__(self, ctx: PlaceContext) -> None:
+        self.ctx = ctx
+        self.out: dict[str, list[types.Diagnostic]] = {}
+        self._spec_tree: jsontext.Node | bool | None = False
+
+    def add(
+        self, path: str, span: Span, code: str, message: str, severity: types.DiagnosticSeverity, **data: Any
+    ) -> None:
+        data.setdefault("target", self.ctx.target)
+        self.out.setdefault(os.path.abspath(path), []).append(make_diagnostic(span, code, message, severity, data))
+
+    def line_span(self, path: str, line: int, start: int | None = None, end: int | None = None) -> Span:
+        """Span on 1-based `line` of `path` (code-point columns; the trimmed line when not given)."""
+        text = self.ctx.text(path)
+        if text is None:
+            return Span(max(0, line - 1), 0, max(0, line - 1), 0)
+        index = LineIndex(text, self.ctx.encoding)
+        row = max(0, line - 1)
+        if start is None:
+            return index.line_span(row)
+        stop = end if end is not None else len(index.line_text(row).rstrip())
+        return Span(row, index.column_units(row, start), row, index.column_units(row, max(stop, start)))
+
+    def location_span(self, loc: locate.Location) -> Span:
+        return self.line_span(loc.path, loc.line, loc.start, loc.end)
+
+    # ---- the factory, the sample, the spec
+
+    def factory(self, report: TraceReport | None) -> tuple[str, Span] | None:
+        info = (report.target or {}).get("factory") if report is not None else None
+        path, line = None, None
+        if isinstance(info, Mapping):
+            if isinstance(info.get("file"), str):
+                path = info["file"]
+            if isinstance(info.get("line"), int):
+                line = int(info["line"])
+        name = self.ctx.factory_name
+        if isinstance(info, Mapping) and isinstance(info.get("qualname"), str):
+            name = str(info["qualname"]).split(".")[-1]
+        path = path or self.ctx.factory_file
+        if path is None:
+            return None
+        text = self.ctx.text(path)
+        found = locate.definition(text, name, path) if text is not None else None
+        if found is not None and (line is None or abs(found.line - line) <= 60):
+            return path, self.location_span(found)
+        return path, self.line_span(path, line or 1)
+
+    def sample(self, report: TraceReport) -> tuple[str, Span] | None:
+        info = (report.target or {}).get("sample")
+        if isinstance(info, Mapping) and isinstance(info.get("file"), str):
+            path = str(info["file"])
+            line = info.get("line")
+            if not path.endswith(".py") or not isinstance(line, int):
+                return path, self.line_span(path, int(line) if isinstance(line, int) else 1)
+            name = str(info.get("qualname") or self.ctx.sample_name).split(".")[-1]
+            text = self.ctx.text(path)
+            found = locate.definition(text, name, path) if text is not None else None
+            if found is not None:
+                return path, self.location_span(found)
+            return path, self.line_span(path, line)
+        fallback = self.ctx.sample_file or self.ctx.factory_file
+        if fallback is not None:
+            text = self.ctx.text(fallback)
+            found = locate.definition(text, self.ctx.sample_name, fallback) if text is not None else None
+            if found is not None:
+                return fallback, self.location_span(found)
+        return self.factory(report)
+
+    def spec_tree(self) -> jsontext.Node | None:
+        if self._spec_tree is False:
+            tree: jsontext.Node | None = None
+            if self.ctx.spec_text is not None:
+                try:
+                    tree = jsontext.parse(self.ctx.spec_text)
+                except jsontext.JsonEditError:
+                    tree = None
+            self._spec_tree = tree
+        return self._spec_tree if isinstance(self._spec_tree, jsontext.Node) else None
+
+    def spec_span(self, parts: Sequence[str | int]) -> Span | None:
+        """Span of the member (key, and a scalar value) or item at `parts` in the spec text, or of its
+        nearest existing ancestor; None when there is no usable spec text."""
+        tree = self.spec_tree()
+        text = self.ctx.spec_text
+        if tree is None or text is None:
+            return None
+        node, start, end = tree, tree.start, tree.start + 1
+        for part in parts:
+            if isinstance(part, int):
+                if node.kind != "array" or not 0 <= part < len(node.items):
+                    break
+                node = node.items[part]
+                start, end = node.start, node.end
+            else:
+                member = None
+                if node.kind == "object":
+                    for m in node.members:
+                        if m.key == part:
+                            member = m
+                if member is None:
+                    break
+                node = member.value
+                start = member.key_start
+                end = member.value.end if node.kind not in ("object", "array") else member.key_end
+        index = LineIndex(text, self.ctx.encoding)
+        span = index.span(start, end)
+        if span.end_line != span.start_line:
+            row = span.start_line
+            span = Span(row, span.start_char, row, index.column_units(row, len(index.line_text(row).rstrip())))
+        return span
+
+    def class_location(self, qualified: str) -> locate.Location | None:
+        """The `class` line of `pkg.mod.Class`: by module path first, else by a scan of the workspace."""
+        parts = qualified.split(".")
+        for k in range(len(parts) - 1, 0, -1):
+            path = locate.resolve_module(".".join(parts[:k]), [*self.ctx.search_dirs, *self.ctx.roots])
+            if path is None:
+                continue
+            text = self.ctx.text(path)
+            found = locate.class_location(text, ".".join(parts[k:]), path) if text is not None else None
+            if found is not None:
+                return found
+        name = parts[-1]
+        for path in self.ctx.files():
+            text = self.ctx.text(path)
+            if text is None or f"class {name}" not in text:
+                continue
+            found = locate.class_location(text, name, path)
+            if found is not None:
+                return found
+        return None

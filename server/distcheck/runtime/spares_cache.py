@@ -1,0 +1,140 @@
+"""The third-party packages each target's model imported, remembered for its next spares.
+
+The reference run records which installed (site-packages) top-level packages loading, building and
+running the model imported (`third_party_since`); the validator stores them per target
+(`record`) in `<cache>/distcheck/spare-packages.json`, and the next validation of that target asks
+its spares to import them ahead (`packages_for`), plus any named in DISTCHECK_SPARE_PACKAGES
+(comma-separated). Only installed packages are listed, never a module of the user's own
+directories, so the user's code is still imported fresh in every rank. The file is dropped
+whenever the environment changes: another interpreter or Python, another torch, a package
+installed or removed (a site directory's mtime), or a listed package's file changed. No torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import site
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["cache_path", "fingerprint", "packages_for", "record", "third_party_since"]
+
+MAX_TARGETS = 64
+_ALWAYS = {"torch", "distcheck", "numpy", "__main__", "__mp_main__"}
+
+
+def cache_path() -> str:
+    """Where the learned lists live (XDG_CACHE_HOME, else ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "distcheck", "spare-packages.json")
+
+
+def _site_dirs() -> list[str]:
+    dirs = {sysconfig.get_paths().get(k, "") for k in ("purelib", "platlib")}
+    with contextlib.suppress(AttributeError):
+        dirs.update(site.getsitepackages())
+    with contextlib.suppress(AttributeError):
+        dirs.add(site.getusersitepackages())
+    return sorted(os.path.realpath(d) for d in dirs if d and os.path.isdir(d))
+
+
+def fingerprint() -> dict[str, Any]:
+    """What the lists depend on: interpreter, Python and torch versions, each site directory's mtime."""
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = ""
+    mtimes = {}
+    for d in _site_dirs():
+        with contextlib.suppress(OSError):
+            mtimes[d] = os.stat(d).st_mtime_ns
+    return {"python": sys.executable, "version": sys.version, "torch": torch_version, "site": mtimes}
+
+
+def _origin(module: Any) -> str | None:
+    path = getattr(module, "__file__", None)
+    if not path:
+        found = list(getattr(module, "__path__", []) or [])
+        path = found[0] if found else None
+    return os.path.realpath(path) if isinstance(path, str) else None
+
+
+def third_party_since(before: Iterable[str]) -> dict[str, str]:
+    """Top-level installed packages imported since `before` (a snapshot of `sys.modules`' keys), each
+    with the file it was loaded from: those under a site directory, not torch/numpy/distcheck."""
+    seen = set(before)
+    sites = [d + os.sep for d in _site_dirs()]
+    found: dict[str, str] = {}
+    for name in list(sys.modules):
+        if name in seen:
+            continue
+        top = name.partition(".")[0]
+        if top in found or top in _ALWAYS or top.startswith("_"):
+            continue
+        origin = _origin(sys.modules.get(top))
+        if origin is not None and any(origin.startswith(s) for s in sites):
+            found[top] = origin
+    return dict(sorted(found.items()))
+
+
+def _read() -> dict[str, Any]:
+    try:
+        with open(cache_path()) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
+        return {}  # another environment: nothing learned there holds here
+    return data
+
+
+def _unchanged(origin: str, mtime: Any) -> bool:
+    try:
+        return bool(os.stat(origin).st_mtime_ns == mtime)
+    except OSError:
+        return False
+
+
+def packages_for(target: str | None) -> list[str]:
+    """The packages to import ahead for `target` (the factory as the user wrote it): those its model
+    imported last time in this environment (a changed package's entry is dropped), then those in
+    DISTCHECK_SPARE_PACKAGES."""
+    named = [m.strip() for m in os.environ.get("DISTCHECK_SPARE_PACKAGES", "").split(",") if m.strip()]
+    learned: list[str] = []
+    if target:
+        entry = _read().get("targets", {}).get(target, {})
+        packages = entry.get("packages", {}) if isinstance(entry, dict) else {}
+        if isinstance(packages, dict) and all(
+            isinstance(v, list) and len(v) == 2 and _unchanged(v[0], v[1]) for v in packages.values()
+        ):
+            learned = sorted(packages)
+    return list(dict.fromkeys([*learned, *named]))
+
+
+def record(target: str, packages: dict[str, str]) -> None:
+    """Remember `packages` (name → file, from `third_party_since`) for `target`; keeps the newest
+    `MAX_TARGETS` targets. Best effort: an unwritable cache only means nothing is learned."""
+    stamped = {}
+    for name, origin in packages.items():
+        with contextlib.suppress(OSError):
+            stamped[name] = [origin, os.stat(origin).st_mtime_ns]
+    data = _read()
+    targets = {k: v for k, v in data.get("targets", {}).items() if k != target}
+    targets[target] = {"packages": stamped}
+    targets = dict(list(targets.items())[-MAX_TARGETS:])
+    path = cache_path()
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".spare-packages-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"fingerprint": fingerprint(), "targets": targets}, fh, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)

@@ -1,0 +1,262 @@
+"""Inside a spare: warm up, wait for one job, run it, exit.
+
+A spare is forked from the rank pool's forkserver (torch and distcheck preloaded, CUDA never
+initialised there) before any validation asks for it. It arms its lifeline at once (it dies with the
+forkserver, which dies with the owner), leads its own process group, then warms what a rank pays for
+on its first forward: its CUDA context on its device (`CUDA_MODULE_LOADING=EAGER` unless the user set
+it), a first autograd pass there, and the third-party packages the pool names (learned from the
+target's previous validation). It imports no user module. Then it waits on its pipe:
+
+- `("build", {...})`: become rank `rank` of a coming run (its log, beacon and environment in that
+  run's directory), import the factory's module and build the wrapper now, keep it for the run;
+- `("run", target, args, context)`: adopt the owner's `sys.path` and working directory and run
+  `target(*args)` (a rank or reference body, which ends the process);
+- `("exit",)`, EOF, or nothing for `idle_timeout_s`: exit.
+
+So each spare runs exactly one job: every rank still starts pristine, only earlier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from . import beacon, lifeline
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Prebuilt", "prebuilt_for", "spare_main", "started_in"]
+
+
+@dataclass
+class Prebuilt:
+    """The wrapper a spare built ahead of its run (or what building it raised)."""
+
+    factory: str
+    torchscript: str
+    workdir: str
+    wrapper: Any
+    error: BaseException | None
+    seconds: float
+
+    def load(self) -> Any:
+        """Duck-types `FactoryRef.load`: a factory returning the prebuilt wrapper, or raising what the
+        build raised (its traceback still points into the user's factory)."""
+
+        def factory() -> Any:
+            if self.error is not None:
+                raise self.error
+            return self.wrapper
+
+        return factory
+
+
+_prebuilt: Prebuilt | None = None
+_started_in: str | None = None
+
+
+def started_in(workdir: str) -> bool:
+    """Whether this process already set itself up (log, beacon) as a child of run directory `workdir`."""
+    return _started_in is not None and _started_in == workdir
+
+
+def prebuilt_for(factory: str, torchscript: str, workdir: str) -> Prebuilt | None:
+    """The wrapper built ahead for this factory, TorchScript mode and run, else None (built for
+    something else: the caller builds afresh, which it may, since the module was imported under
+    the same mode only when this matches)."""
+    p = _prebuilt
+    if p is None or (p.factory, p.torchscript, p.workdir) != (factory, torchscript, workdir):
+        return None
+    return p
+
+
+def spare_main(conn: Connection, plan: dict[str, Any]) -> None:
+    """Body of a spare process (module level so the forkserver can start it). Never returns."""
+    code = 0
+    try:
+        lifeline.arm_child()
+        with contextlib.suppress(OSError):
+            os.setpgrp()  # out of the owner's foreground group: a Ctrl-C there is the owner's to handle
+        _quiet()
+        info = _warm(plan)
+        with contextlib.suppress(OSError):  # claimed while warming: the owner sent its job and closed its end
+            conn.send_bytes(pickle.dumps(("ready", info)))
+        _serve(conn, float(plan.get("idle_timeout_s", 600.0)))
+    except BaseException:
+        code = 1
+    finally:
+        with contextlib.suppress(BaseException):
+            lifeline.kill_tree()
+        os._exit(code)
+
+
+def _quiet() -> None:
+    """Until a job gives it a log, what the warm-up prints (package banners) goes nowhere."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+def _warm(plan: dict[str, Any]) -> dict[str, Any]:
+    import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
+
+    t0 = time.perf_counter()
+    device = torch.device(str(plan.get("device", "cpu")))
+    if device.type == "cuda":
+        os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+        torch.cuda.set_device(device)
+        torch.cuda.init()  # type: ignore[no-untyped-call]
+    _warm_autograd(device)
+    failed: list[str] = []
+    imported: list[str] = []
+    for name in plan.get("packages", ()):
+        try:
+            importlib.import_module(name)
+            imported.append(name)
+        except BaseException as exc:  # a package that fails here fails in the rank again, with its log
+            failed.append(f"{name}: {type(exc).__name__}")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return {
+        "pid": os.getpid(),
+        "device": str(device),
+        "warm_seconds": time.perf_counter() - t0,
+        "packages": imported,
+        "failed_imports": failed,
+        "memory_bytes": _own_memory(),
+        **_gpu_memory(device),
+    }
+
+
+def _warm_autograd(device: torch.device) -> None:
+    """One tiny forward + forces on `device`: loads the kernels and autograd machinery a first rank
+    forward would (an index_add per system, a gather per edge, `autograd.grad` with a seed)."""
+    import torch
+
+    pos = torch.randn(8, 3, dtype=torch.float64, device=device, requires_grad=True)
+    edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]], device=device)
+    vec = pos[edges[1]] - pos[edges[0]]
+    e_atom = torch.zeros(8, dtype=pos.dtype, device=device).index_add(0, edges[0], (vec * vec).sum(dim=1))
+    energy = torch.zeros(1, dtype=pos.dtype, device=device).index_add(
+        0, torch.zeros(8, dtype=torch.long, device=device), e_atom
+    )
+    (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
+    del grad
+
+
+def _own_memory() -> int:
+    """This process's proportional set size (shared pages of the fork counted by share), else its RSS."""
+    try:
+        with open("/proc/self/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _gpu_memory(device: torch.device) -> dict[str, Any]:
+    """GPU memory this spare holds: its context and allocations as the driver counts them
+    (`nvidia-smi` per process), else the caching allocator's reservation only."""
+    if device.type != "cuda":
+        return {"gpu_bytes": 0, "gpu_bytes_source": "none"}
+    import subprocess
+
+    import torch
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout
+        for line in out.splitlines():
+            pid, used = (s.strip() for s in line.split(",")[:2])
+            if int(pid) == os.getpid():
+                return {"gpu_bytes": int(used) * 1024 * 1024, "gpu_bytes_source": "nvidia-smi"}
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return {"gpu_bytes": int(torch.cuda.memory_reserved(device)), "gpu_bytes_source": "allocator"}
+
+
+def _serve(conn: Connection, idle_timeout_s: float) -> None:
+    while True:
+        if not conn.poll(idle_timeout_s):
+            return  # idle too long: exit, the owner refills when it needs spares again
+        try:
+            message = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the owner closed its end (or is gone)
+        kind = message[0]
+        if kind == "build":
+            _build(message[1])
+        elif kind == "run":
+            _, target, args, context = message
+            _adopt(context)
+            target(*args)  # a rank or reference body: ends the process itself
+            return
+        else:
+            return
+
+
+def _adopt(context: dict[str, Any]) -> None:
+    """The owner's import path and working directory at the moment it handed over the job, as a
+    process it forked then would have had."""
+    sys.path[:] = list(context.get("sys_path", sys.path))
+    with contextlib.suppress(OSError, KeyError):
+        os.chdir(context["cwd"])
+
+
+def _build(order: dict[str, Any]) -> None:
+    """Become rank `order["rank"]` of the run in `order["workdir"]` and build its wrapper now."""
+    global _prebuilt, _started_in
+    import torch
+
+    from ..spec import MLIPSpec
+    from .launch import start_child_process
+    from .rank import configure_rank_process
+    from .torchscript import apply_torchscript_mode
+
+    _adopt(order)
+    workdir, rank = order["workdir"], int(order["rank"])
+    start_child_process(workdir, f"rank{rank}", order.get("owner"))
+    _started_in = workdir
+    device = torch.device(order["device"])
+    configure_rank_process(rank, int(order["world_size"]), device, dict(order.get("env", {})), loopback=True)
+    beacon.set_phase("factory")
+    spec = MLIPSpec.from_dict(order["spec"])
+    t0 = time.perf_counter()
+    wrapper: Any = None
+    error: BaseException | None = None
+    try:
+        apply_torchscript_mode(spec)  # before the factory's module is imported, as in a rank
+        wrapper = order["factory"].load()()
+        if isinstance(wrapper, torch.nn.Module):
+            wrapper = wrapper.to(device)
+    except BaseException as exc:  # raised again in the run, where the rank reports it
+        error = exc
+    _prebuilt = Prebuilt(
+        factory=order["factory"].describe(),
+        torchscript=spec.distribution.torchscript,
+        workdir=workdir,
+        wrapper=wrapper,
+        error=error,
+        seconds=time.perf_counter() - t0,
+    )
+    beacon.set_phase("built")

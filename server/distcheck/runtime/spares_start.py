@@ -1,0 +1,103 @@
+"""How distcheck's processes are started: the warm forkserver pool and the lock around every start.
+
+No torch here, so a process that has not imported torch yet (the CLI while it loads the target)
+can start the pool, which then imports torch while the caller goes on. `launch` re-exports these
+names; ranks, reference runs and spares all start through `process_context()` under `main_hidden()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .. import importguard
+
+__all__ = ["BASE_PRELOAD", "main_hidden", "preload_modules", "process_context"]
+
+_CONTEXTS: dict[str, Any] = {}
+
+BASE_PRELOAD: tuple[str, ...] = (
+    "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
+    "torch",
+    "torch.distributed",
+    # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
+    # torch-function mode (about 1 s together); preloading keeps that out of every rank's forward.
+    "torch._dynamo",
+    "torch.fx.experimental.symbolic_shapes",
+    "distcheck.runtime.launch",
+    "distcheck.validate.instrument",
+)
+
+
+def preload_modules() -> list[str]:
+    """What the forkserver imports once for all ranks: `BASE_PRELOAD` plus the comma-separated modules
+    in DISTCHECK_PRELOAD (slow-to-import third-party packages such as `aimnet.models`). A module that
+    fails to import there is skipped by multiprocessing; ranks still import user code afresh. A module
+    that initialises CUDA on import must not be preloaded: processes forked from the pool then cannot
+    use the GPU ("CUDA error: initialization error"); name it for the spares instead
+    (DISTCHECK_SPARE_PACKAGES), which import it after the fork."""
+    extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
+    return [*BASE_PRELOAD, *(m for m in extra if m not in BASE_PRELOAD)]
+
+
+def process_context(method: str | None = None) -> Any:
+    """The multiprocessing context ranks start from: by default a warm forkserver (`preload_modules()`
+    imported once, alive for the life of this process) where available, else spawn. `method` (or the
+    environment variable DISTCHECK_START_METHOD) forces one. Returns once the pool is starting (its
+    imports go on in the background); the first process started from it waits for them."""
+    method = method or os.environ.get("DISTCHECK_START_METHOD")
+    if method is None:
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    if method not in _CONTEXTS:
+        ctx = mp.get_context(method)
+        if method == "forkserver":
+            ctx.set_forkserver_preload(preload_modules())
+        _CONTEXTS[method] = ctx
+    _start_helpers(method)
+    return _CONTEXTS[method]
+
+
+def _start_helpers(method: str) -> None:
+    """Start the forkserver and the resource tracker (both `python -c` processes, which would put
+    the current directory first on their `sys.path`) from distcheck's private directory; each call
+    after the first only checks that they are still alive."""
+    from multiprocessing import forkserver, resource_tracker
+
+    with main_hidden(), importguard.clean_start():
+        if method == "forkserver":
+            forkserver.ensure_running()
+        else:
+            resource_tracker.ensure_running()
+
+
+_START_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def main_hidden() -> Iterator[None]:
+    """Keep multiprocessing from re-running the parent's `__main__` in each rank, and start one
+    process at a time (the spares' keeper thread starts processes too).
+
+    Ranks import the factory by reference, so the parent's script is not needed there; re-running it
+    would execute the user's top-level code once per rank.
+    """
+    with _START_LOCK:
+        main = sys.modules.get("__main__")
+        saved: dict[str, Any] = {
+            k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
+        }
+        try:
+            for k in saved:
+                if k == "__spec__":
+                    main.__dict__[k] = None
+                else:
+                    del main.__dict__[k]
+            yield
+        finally:
+            if main is not None:
+                main.__dict__.update(saved)

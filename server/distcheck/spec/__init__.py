@@ -1,0 +1,77 @@
+"""The distribution spec: how the runtime distributes a wrapper, as versioned, hand-editable JSON.
+
+A spec is data, not code: every field is JSON, and callables and ops are referenced by name
+(`"package.module:function"`, `"namespace::op"`). `MLIPSpec` is the whole document; `Distribution`,
+`Policy`, `CustomOp` and `HelperAdapter` are its parts. All are plain mutable dataclasses.
+
+Reading never guesses: an unknown field, a wrong type, a bad enum value, a newer format version or a
+contradiction raises `SpecError`, whose `.path` is the JSON path of the problem and whose message says
+what to do. When the JSON text is at hand (`from_json`, `load`, `validate_json`) the error also carries
+the 1-based line and column of the offending key. `validate_dict` / `validate_json` collect every
+error instead of stopping at the first. `json_schema()` derives the JSON Schema from the same fields;
+`python -m distcheck.spec --write-schema PATH` writes it for the editor.
+
+This module states the package's public API once; one job a module below it:
+
+- `fields`: constants, enum values, patterns and the field-metadata language;
+- `parts`, `model`: the dataclasses (`Policy` ... `Distribution`; `MLIPSpec`);
+- `errors`: `SpecError`, JSON paths, the words of messages;
+- `reader`: a parsed document → a spec or every error (paths, did-you-mean);
+- `codec`: JSON text and files → a spec, errors with line and column;
+- `schema`: the JSON Schema; `cli`: `python -m distcheck.spec`;
+- `jsontext`: the project's one JSON-text scanner (offsets of keys and values);
+- `edit`: minimal, formatting-preserving edits of JSON text; `file`: guarded, atomic saves.
+
+Imports no torch (orjson only), so the editor daemon can import it.
+"""
+
+from .codec import locate_path, validate_json
+from .errors import SpecError, format_path
+from .fields import (
+    ARG_TRANSFORMS,
+    GATHER_MODES,
+    HELPER_KINDS,
+    OUTPUT_KINDS,
+    OUTPUT_TRANSFORMS,
+    POLICY_KINDS,
+    SCATTER_MODES,
+    SCHEMA_URI,
+    SPEC_FORMAT,
+    SPEC_VERSION,
+    TORCHSCRIPT_MODES,
+)
+from .file import FileState, SpecConflict
+from .jsontext import PathPart
+from .model import MLIPSpec
+from .parts import CustomOp, Distribution, HelperAdapter, Policy
+from .reader import validate_dict
+from .schema import json_schema, write_schema
+
+__all__ = [
+    "ARG_TRANSFORMS",
+    "GATHER_MODES",
+    "HELPER_KINDS",
+    "OUTPUT_KINDS",
+    "OUTPUT_TRANSFORMS",
+    "POLICY_KINDS",
+    "SCATTER_MODES",
+    "SCHEMA_URI",
+    "SPEC_FORMAT",
+    "SPEC_VERSION",
+    "TORCHSCRIPT_MODES",
+    "CustomOp",
+    "Distribution",
+    "FileState",
+    "HelperAdapter",
+    "MLIPSpec",
+    "PathPart",
+    "Policy",
+    "SpecConflict",
+    "SpecError",
+    "format_path",
+    "json_schema",
+    "locate_path",
+    "validate_dict",
+    "validate_json",
+    "write_schema",
+]

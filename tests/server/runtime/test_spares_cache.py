@@ -1,0 +1,85 @@
+"""What spares import ahead: the installed packages a target's model imported (never the user's own
+modules), per target, dropped whenever the environment or a listed package changes."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from distcheck.runtime import spares_cache
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
+    """A private cache, one fake site directory with package `sparepkg_a`, and a user directory with
+    module `spare_usermod` (both importable)."""
+    site, user = tmp_path / "site", tmp_path / "user"
+    (site / "sparepkg_a").mkdir(parents=True)
+    (site / "sparepkg_a" / "__init__.py").write_text("VALUE = 1\n")
+    user.mkdir()
+    (user / "spare_usermod.py").write_text("import sparepkg_a\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("DISTCHECK_SPARE_PACKAGES", raising=False)
+    monkeypatch.setattr(spares_cache, "_site_dirs", lambda: [os.path.realpath(site)])
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(user))
+    yield site, user
+    for name in ("sparepkg_a", "sparepkg_b", "spare_usermod"):
+        sys.modules.pop(name, None)
+
+
+def _learn(target: str = "models/m.py:factory") -> list[str]:
+    before = set(sys.modules)
+    importlib.import_module("spare_usermod")  # the user's module, which imports an installed package
+    spares_cache.record(target, spares_cache.third_party_since(before))
+    return spares_cache.packages_for(target)
+
+
+def test_installed_packages_are_learned_the_user_s_modules_never(env: tuple[Path, Path]) -> None:
+    assert _learn() == ["sparepkg_a"]
+    assert spares_cache.packages_for("models/other.py:factory") == []  # per target
+
+
+def test_named_packages_come_after_the_learned_ones(env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTCHECK_SPARE_PACKAGES", "mace, e3nn,,sparepkg_a")
+    assert _learn() == ["sparepkg_a", "mace", "e3nn"]
+
+
+def _bump(path: Path) -> None:
+    later = time.time() + 5
+    os.utime(path, (later, later))
+
+
+@pytest.mark.parametrize("change", ["package-file", "install", "uninstall", "interpreter", "torch"])
+def test_a_changed_environment_drops_what_was_learned(
+    env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    site, _ = env
+    assert _learn() == ["sparepkg_a"]
+    if change == "package-file":
+        _bump(site / "sparepkg_a" / "__init__.py")  # upgraded in place
+    elif change == "install":
+        (site / "sparepkg_b").mkdir()
+        _bump(site)
+    elif change == "uninstall":
+        (site / "sparepkg_a" / "__init__.py").unlink()
+    elif change == "interpreter":
+        monkeypatch.setattr(sys, "executable", "/elsewhere/bin/python")
+    else:
+        real = spares_cache.fingerprint()
+        monkeypatch.setattr(spares_cache, "fingerprint", lambda: {**real, "torch": "9.9.9"})
+    assert spares_cache.packages_for("models/m.py:factory") == []
+
+
+def test_a_broken_cache_file_means_nothing_learned(env: tuple[Path, Path]) -> None:
+    path = Path(spares_cache.cache_path())
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert spares_cache.packages_for("models/m.py:factory") == []
+    assert _learn() == ["sparepkg_a"]  # and it is rewritten whole

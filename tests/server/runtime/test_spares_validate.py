@@ -1,0 +1,51 @@
+"""A validation whose reference and ranks run in spares (the first attempt's ranks built while the
+reference runs, the second attempt's in fresh spares) reports exactly what one with every process
+forked as before reports, and learns the packages its model imported."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from distcheck import validate_on_cpu
+from distcheck.runtime import spares, spares_cache
+from examples import helper_model
+
+VOLATILE = {"timings", "elapsed_sec", "peak_memory_bytes"}
+
+
+def _stable(value: Any) -> Any:
+    """The report without what differs between any two runs (wall times)."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _validate() -> dict[str, Any]:
+    report = validate_on_cpu(
+        helper_model.model_factory, helper_model.sample_batch(), world_size=2, timeout_sec=120, max_fix_attempts=2
+    )
+    return json.loads(json.dumps(_stable(report.to_dict()), default=str))
+
+
+def test_spares_give_the_same_report_as_fresh_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    pool = spares.pool()
+    monkeypatch.setenv("DISTCHECK_SPARES", "0")
+    before = dict(pool.counts)
+    fresh = _validate()
+    assert pool.counts == before, "spares were used although turned off"
+    monkeypatch.delenv("DISTCHECK_SPARES")
+    warm = _validate()
+    kinds = ("claimed_warm", "claimed_warming", "started_on_claim")
+    used = sum(pool.counts[k] - before[k] for k in kinds)
+    assert used == 5, f"the reference and both attempts' ranks did not all run in spares: {pool.counts}"
+    assert len(warm["attempts"]) == 2 and warm["attempts"][1]["passed"], warm["attempts"]
+    assert warm == fresh
+    assert pool.report()["devices"] == {}, "idle spares outlived the validation"
+    learned = spares_cache.packages_for(helper_model.model_factory.__module__ + ":model_factory")
+    assert "distcheck" not in learned and "examples" not in learned and "torch" not in learned, learned
