@@ -12,7 +12,7 @@ Protocol (JSON lines; requests on stdin, messages on the original stdout; see do
     → {"id": n, "method": "validate", "params": {"target": <Target.to_wire()>, "spec": <spec JSON> | null}}
     ← {"id": n, "event": "reference_started", "info": {…}}          (any number of progress events)
     ← {"id": n, "result": <TraceReport JSON>, "notice": str | null}
-      or {"id": n, "error": {"type", "message", "hint", "frames"}}
+      or {"id": n, "error": {"type", "message", "hint", "frames", "user_frame", "report"?}}
     → {"id": n, "method": "shutdown"}
 
 Anything else the process (or user code it imports) prints goes to stderr, which the daemon logs:
@@ -24,6 +24,7 @@ process this runner started and exits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -84,16 +85,17 @@ def _clean_info(info: Mapping[str, Any]) -> dict[str, Any]:
 
 def _frames(exc: BaseException) -> list[dict[str, Any]]:
     """Traceback frames of `exc` and of the exception it was raised from, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 5:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    frames: list[dict[str, Any]] = []
-    for item in reversed(chain):
-        for f in traceback.extract_tb(item.__traceback__):
-            frames.append({"file": os.path.abspath(f.filename), "line": f.lineno or 0, "function": f.name})
-    return frames
+    from ..runtime.frames import exception_frames
+
+    return [dataclasses.asdict(f) for f in exception_frames(exc)]
+
+
+def _user_frame(exc: BaseException) -> dict[str, Any] | None:
+    """Where the user's code is at fault (`runtime.frames`: a SyntaxError's own line first), or None."""
+    from ..runtime.frames import user_frame_of
+
+    found = user_frame_of(exc)
+    return None if found is None else dataclasses.asdict(found)
 
 
 def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
@@ -126,6 +128,15 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     return report, NO_GPU_NOTICE if FELL_BACK in notices else None
 
 
+def _setup_report(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The one-attempt report of a validation that did not start (it replaces the editor's last one)."""
+    from ..report import WorkerError
+    from ..validate.crash import setup_report
+
+    error = WorkerError.from_dict({**found, "rank": None, "phase": "setup"})
+    return setup_report(error, None).to_dict()
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
     from ..option_check import ConfigError
     from .setup_errors import setup_error
@@ -134,12 +145,14 @@ def _error(exc: BaseException) -> dict[str, Any]:
     if known is not None:
         message, hint = known
         kind = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
-        return {"type": kind, "message": message, "hint": hint, "frames": _frames(exc)}
+        found = {"type": kind, "message": message, "hint": hint, "frames": _frames(exc), "user_frame": _user_frame(exc)}
+        return {**found, "report": _setup_report(found)}
     return {
         "type": type(exc).__name__,
         "message": f"internal error: {type(exc).__name__}: {exc}",
         "hint": "this is a distcheck bug: report it with the traceback from the distcheck output channel",
         "frames": _frames(exc),
+        "user_frame": _user_frame(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
     }
 
