@@ -11,8 +11,9 @@ Modules, one job each: `values` (JSON values: non-finite floats, free-form dicts
 `codec` (the records' JSON from their dataclass fields), `model` (the attempt's records), `checks`
 (the trust-check records), `parts` (typed records of the open parts), `document` (`TraceReport` and the
 best-attempt rule; its docstring states the JSON promises), `schema` (the generated JSON Schema),
-`render` (text / ANSI), `junit` (JUnit XML for CI). `python -m distcheck.report --write-schema PATH`
-writes the schema.
+`typescript` (the extension's report types generated from the schema), `render` (text / ANSI),
+`junit` (JUnit XML for CI). `python -m distcheck.report --write-schema PATH --write-ts PATH` writes
+the schema and the TypeScript types.
 """
 
 from .checks import (
@@ -52,10 +53,12 @@ from .parts import (
     FactoryInfo,
     HaloCompleteness,
     LayerDivergence,
+    OutputProblem,
     PartitionHealth,
     RankCounts,
     ReportMeta,
     TargetInfo,
+    WrapperInfo,
     view,
 )
 from .render import render_text, tolerance_for
@@ -81,6 +84,7 @@ __all__ = [
     "HaloCompleteness",
     "HelperDiagnosis",
     "LayerDivergence",
+    "OutputProblem",
     "OutputVerdict",
     "PartitionHealth",
     "RankCounts",
@@ -96,6 +100,7 @@ __all__ = [
     "TraceReport",
     "UnroutedOp",
     "WorkerError",
+    "WrapperInfo",
     "attempt_rank",
     "best_attempt_index",
     "merge_unrouted",

@@ -8,8 +8,9 @@ decimal-string keys), `dict[str, Any]` (a free-form dict, see `distcheck.report.
 record, or `MLIPSpec`. Reading is strict: a field without a default is required, one with a default
 may be absent (older reports), an unknown key is refused, `wire(enum=...)` limits a string; every
 error names its JSON path. Derived properties listed in `_derived` are written for readers in other
-languages and ignored when read; `_placed` (key, anchor) pairs move a key right after another one on
-the wire, so the documents keep their key order.
+languages and ignored when read (`_derived_enums` names the values a derived string takes);
+`_placed` (key, anchor) pairs move a key right after another one on the wire, so the documents keep
+their key order.
 """
 
 from __future__ import annotations
@@ -199,6 +200,7 @@ class Record:
     NaN equals NaN, tuples equal lists)."""
 
     _derived: ClassVar[tuple[str, ...]] = ()
+    _derived_enums: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
     _placed: ClassVar[tuple[tuple[str, str], ...]] = ()
     _ignored: ClassVar[tuple[str, ...]] = ()
 

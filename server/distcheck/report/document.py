@@ -119,6 +119,7 @@ class TraceReport(Record):
     sample_warnings: list[SampleWarning] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
 
     _derived = ("verdict", "fix_applied")
+    _derived_enums = (("verdict", REPORT_VERDICTS),)
     _placed = (
         ("verdict", "ok"),
         ("fix_applied", "verdict"),

@@ -23,10 +23,12 @@ __all__ = [
     "FactoryInfo",
     "HaloCompleteness",
     "LayerDivergence",
+    "OutputProblem",
     "PartitionHealth",
     "RankCounts",
     "ReportMeta",
     "TargetInfo",
+    "WrapperInfo",
     "view",
 ]
 
@@ -136,12 +138,43 @@ class TargetInfo(_Open):
 
 
 @dataclass(eq=False)
+class WrapperInfo(_Open):
+    """What the reference run learned about the wrapper: its `class`, `file` and `line`, the neighbour
+    `cutoff` (Å), `num_interactions`, its `output_kinds` and the `distribution_spec` it declares."""
+
+    cls: str | None = dataclasses.field(default=None, metadata=wire(key="class"))
+    file: str | None = None
+    line: int | None = None
+    cutoff: float | None = None
+    num_interactions: int | None = None
+    output_kinds: dict[str, str] | None = None
+    distribution_spec: Any = None
+
+
+@dataclass(eq=False)
+class OutputProblem(_Open):
+    """One output that could not be compared: the `output`, the `rank` (None: the reference), the
+    `problem` and the `message` saying what to do."""
+
+    output: str | None = None
+    rank: int | None = None
+    problem: str | None = None
+    message: str | None = None
+
+
+@dataclass(eq=False)
 class ReportMeta(_Open):
-    """`TraceReport.meta`: how the validation ran. `world_size`, `device` (one device, or a list when the
-    ranks differ) and `devices`, `backend`, the tolerances `atol` / `rtol` (a number, or a dict per
-    output name or kind with an optional `"default"`), `timings` (seconds per phase), `versions`, the
-    project `root` that picks the traceback frame to show, the `launcher` and its `hosts`, and whether
-    the `layer_diagnostic` ran; the engine adds more (wrapper facts, inference notes, output problems)."""
+    """`TraceReport.meta`: how the validation ran (the options, devices, versions, timings and what the
+    reference run learned).
+
+    `world_size`, `device` (one device, or a list when the ranks differ) and `devices`, `backend`,
+    the tolerances `atol` / `rtol` (a number, or a dict per output name or kind with an optional
+    `"default"`), the other validator options, the `factory` reference, the sample's `num_atoms` /
+    `num_systems`, `versions`, `harness` (cpu / gpu), `launcher` (local / torchrun; with torchrun the
+    `hosts` and the rank `placement`), the project `root` that picks the traceback frame to show,
+    `timings` (seconds per phase), the `wrapper` facts, the `inference_notes`, the watched and skipped
+    helper packages, the `output_problems` and the reference's non-finite counts per output.
+    """
 
     world_size: int | None = None
     device: Any = None
@@ -149,9 +182,25 @@ class ReportMeta(_Open):
     backend: str | None = None
     atol: Any = None
     rtol: Any = None
-    timings: dict[str, float] | None = None
-    versions: dict[str, Any] | None = None
-    root: str | None = None
+    auto_fix: bool | None = None
+    max_fix_attempts: int | None = None
+    timeout_sec: float | None = None
+    deadline_sec: float | None = None
+    watched_helper_packages: list[str] | None = None
+    skipped_helper_packages: list[str] | None = None
+    helper_sample_every: int | None = None
+    layer_diagnostic: bool | None = None
+    factory: str | None = None
+    num_atoms: int | None = None
+    num_systems: int | None = None
+    versions: dict[str, str] | None = None
+    harness: str | None = None
     launcher: str | None = None
     hosts: list[str] | None = None
-    layer_diagnostic: bool | None = None
+    placement: list[str] | None = None
+    root: str | None = None
+    timings: dict[str, float] | None = None
+    wrapper: WrapperInfo | None = None
+    inference_notes: list[str] | None = None
+    output_problems: list[OutputProblem] | None = None
+    reference_nonfinite: dict[str, Any] | None = None

@@ -87,10 +87,11 @@ class _Builder:
         props: dict[str, Any] = {}
         required: list[str] = []
         by_key = {s.key: s for s in slots(cls)}
+        enums = dict(getattr(cls, "_derived_enums", ()))
         for key in wire_keys(cls):
             s = by_key.get(key)
             if s is None:
-                props[key] = {**self.of(derived_type(cls, key)), "readOnly": True}
+                props[key] = {**self.of(derived_type(cls, key), enums.get(key)), "readOnly": True}
                 continue
             props[key] = self.of(s.tp, s.enum, s.shape)
             if s.required and not is_open:
