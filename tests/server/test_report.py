@@ -565,7 +565,7 @@ def test_import_does_not_import_torch() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-# -- trust-check records (report_checks) -----------------------------------------------------------
+# -- trust-check records (report.checks) -----------------------------------------------------------
 
 
 def _checked_report() -> TraceReport:
