@@ -29,15 +29,21 @@ from .checks import (
     receptive_line,
     suspicious_line,
 )
-from .document import REPORT_VERDICTS, REPORT_VERSION, TraceReport, attempt_rank, best_attempt_index
-from .model import (
+from .document import (
     DEADLINE_STAGES,
+    REPORT_VERDICTS,
+    REPORT_VERSION,
+    DeadlineReached,
+    TraceReport,
+    attempt_rank,
+    best_attempt_index,
+)
+from .model import (
     UNROUTED_AGGREGATIONS,
     UNROUTED_ORIGINS,
     VERDICT_STATUSES,
     Attempt,
     CrashTrace,
-    DeadlineReached,
     DivergentModule,
     Frame,
     HelperDiagnosis,

@@ -1,5 +1,5 @@
-"""The report document: `TraceReport` (the bottom line, the spec, every attempt) and the one definition
-of the best attempt (`attempt_rank`, `best_attempt_index`).
+"""The report document: `TraceReport` (the bottom line, the spec, every attempt), `DeadlineReached`, and
+the one definition of the best attempt (`attempt_rank`, `best_attempt_index`).
 
 JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson underneath):
 
@@ -37,18 +37,46 @@ from distcheck.spec import MLIPSpec
 
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
-from .model import Attempt, DeadlineReached
+from .model import Attempt
 from .parts import ReportMeta, TargetInfo
 from .render import render_text
 from .values import _bad, _kind_of, _PathT
 
-__all__ = ["REPORT_VERDICTS", "REPORT_VERSION", "TraceReport", "attempt_rank", "best_attempt_index"]
+__all__ = [
+    "DEADLINE_STAGES",
+    "REPORT_VERDICTS",
+    "REPORT_VERSION",
+    "DeadlineReached",
+    "TraceReport",
+    "attempt_rank",
+    "best_attempt_index",
+]
 
 REPORT_VERSION = 1
 """The newest report version this distcheck reads and the version it writes."""
 
 REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
 """`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
+
+
+DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
+"""`DeadlineReached.stage` values: the reference run or an attempt's run was cut short at the deadline,
+or the deadline passed between attempts (so the next one was not started)."""
+
+
+@dataclass(eq=False)
+class DeadlineReached(Record):
+    """The whole-validation deadline (`deadline_sec`) passed before the validation was done.
+
+    `deadline_sec` is the deadline, `elapsed_sec` the seconds from the start to the stop, `attempts`
+    the number of attempts made (the report stands on the best of them), `stage` one of
+    `DEADLINE_STAGES`.
+    """
+
+    deadline_sec: float
+    elapsed_sec: float
+    attempts: int
+    stage: str = dataclasses.field(metadata=wire(enum=DEADLINE_STAGES))
 
 
 def _badness(value: float | None) -> float:

@@ -20,13 +20,11 @@ from .codec import Record, wire
 from .parts import HaloCompleteness, LayerDivergence, PartitionHealth
 
 __all__ = [
-    "DEADLINE_STAGES",
     "UNROUTED_AGGREGATIONS",
     "UNROUTED_ORIGINS",
     "VERDICT_STATUSES",
     "Attempt",
     "CrashTrace",
-    "DeadlineReached",
     "DivergentModule",
     "Frame",
     "HelperDiagnosis",
@@ -384,23 +382,3 @@ class Attempt(Record):
         """The degenerate-partition messages (`partition_health["degenerate"]`), [] if none."""
         found = self.partition_health.get("degenerate") or []
         return [str(m) for m in found] if isinstance(found, (list, tuple)) else [str(found)]
-
-
-DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
-"""`DeadlineReached.stage` values: the reference run or an attempt's run was cut short at the deadline,
-or the deadline passed between attempts (so the next one was not started)."""
-
-
-@dataclass(eq=False)
-class DeadlineReached(Record):
-    """The whole-validation deadline (`deadline_sec`) passed before the validation was done.
-
-    `deadline_sec` is the deadline, `elapsed_sec` the seconds from the start to the stop, `attempts`
-    the number of attempts made (the report stands on the best of them), `stage` one of
-    `DEADLINE_STAGES`.
-    """
-
-    deadline_sec: float
-    elapsed_sec: float
-    attempts: int
-    stage: str = dataclasses.field(metadata=wire(enum=DEADLINE_STAGES))
