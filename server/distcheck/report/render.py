@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .checks import receptive_line, suspicious_line
-from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, TargetInfo, view
+from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, ReportMeta, TargetInfo, view
 from .values import _enc_free
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ def tolerance_for(tol: object, name: str, kind: str) -> object:
 class _Renderer:
     def __init__(self, report: TraceReport, color: bool) -> None:
         self.report = report
+        self.meta = view(ReportMeta, report.meta)
         self.color = color
         self.lines: list[str] = []
 
@@ -119,18 +120,19 @@ class _Renderer:
         return "\n".join(self.lines) + "\n"
 
     def render_meta(self) -> None:
-        r = self.report
-        parts = [f"{key} {_num(r.meta[key])}" for key in ("world_size", "device", "backend") if key in r.meta]
+        r, meta = self.report, self.meta
+        shown = {"world_size": meta.world_size, "device": meta.device, "backend": meta.backend}
+        parts = [f"{key} {_num(value)}" for key, value in shown.items() if value is not None]
         parts += [
-            f"{key} {_num(r.meta[key]) if not isinstance(r.meta[key], Mapping) else _json_line(r.meta[key])}"
-            for key in ("atol", "rtol")
-            if key in r.meta
+            f"{key} {_json_line(value) if isinstance(value, Mapping) else _num(value)}"
+            for key, value in (("atol", meta.atol), ("rtol", meta.rtol))
+            if value is not None
         ]
         if parts:
             self.add(", ".join(parts), 2)
-        hosts = r.meta.get("hosts")
-        if r.meta.get("launcher") == "torchrun" and isinstance(hosts, list):
-            self.add(_clean(f"ranks started by torchrun on {len(hosts)} host(s): {', '.join(map(str, hosts))}"), 2)
+        if meta.launcher == "torchrun" and meta.hosts is not None:
+            hosts = meta.hosts
+            self.add(_clean(f"ranks started by torchrun on {len(hosts)} host(s): {', '.join(hosts)}"), 2)
         factory = view(TargetInfo, r.target).factory
         if factory is not None:
             line = "?" if factory.line is None else factory.line
@@ -209,8 +211,7 @@ class _Renderer:
         names = list(dict.fromkeys(names))
         if not names:
             return
-        atol = self.report.meta.get("atol")
-        rtol = self.report.meta.get("rtol")
+        atol, rtol = self.meta.atol, self.meta.rtol
         rows = [["output", "kind", "max abs", "atol", "max rel", "rtol", "status"]]
         styles: list[str | None] = [None]
         for name in names:
@@ -242,8 +243,8 @@ class _Renderer:
         self.add(f"{head} " + _clean(f"{e.type} on {where} during {e.phase}: {e.message}", one_line=True), 2)
         if e.hint:
             self.add(_clean(f"hint: {e.hint}"), 4)
-        root = self.report.meta.get("root")
-        frame = e.innermost_in(root) if isinstance(root, str) and root else None
+        root = self.meta.root
+        frame = e.innermost_in(root) if root else None
         frame = frame or e.innermost
         if frame is not None:
             self.add(_clean(f"at {frame.file}:{frame.line} in {frame.function}", one_line=True), 4)
