@@ -41,10 +41,6 @@ def _enc_float(x: float) -> float | str:
     return x
 
 
-def _enc_opt_float(x: float | None) -> float | str | None:
-    return None if x is None else _enc_float(x)
-
-
 def _enc_free(value: Any, path: _PathT, *, int_keys: bool = False) -> Any:
     """A free-form value as JSON (see the module docstring); `int_keys` for a rank-keyed dict."""
     if value is None or isinstance(value, bool):
@@ -147,25 +143,10 @@ def _fields(
     return d
 
 
-def _get_str(d: Mapping[str, Any], key: str, path: _PathT) -> str:
-    value = d[key]
-    if not isinstance(value, str):
-        raise _bad((*path, key), f"expected a string, got {_kind_of(value)}")
-    return value
-
-
-def _get_opt_str(d: Mapping[str, Any], key: str, path: _PathT) -> str | None:
-    return None if d[key] is None else _get_str(d, key, path)
-
-
 def _dec_int(value: object, path: _PathT) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise _bad(path, f"expected an integer, got {_kind_of(value)}")
     return value
-
-
-def _dec_opt_int(value: object, path: _PathT) -> int | None:
-    return None if value is None else _dec_int(value, path)
 
 
 def _dec_bool(value: object, path: _PathT) -> bool:
@@ -174,20 +155,12 @@ def _dec_bool(value: object, path: _PathT) -> bool:
     return value
 
 
-def _dec_opt_bool(value: object, path: _PathT) -> bool | None:
-    return None if value is None else _dec_bool(value, path)
-
-
 def _dec_float(value: object, path: _PathT) -> float:
     if isinstance(value, str) and value in _NONFINITE_TEXT:
         return _NONFINITE_TEXT[value]
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise _bad(path, f'expected a number (or "NaN", "Infinity", "-Infinity"), got {_kind_of(value)}')
     return float(value)
-
-
-def _dec_opt_float(value: object, path: _PathT) -> float | None:
-    return None if value is None else _dec_float(value, path)
 
 
 def _dec_list(value: object, path: _PathT, item: Callable[[Any, _PathT], _T]) -> list[_T]:
@@ -219,14 +192,6 @@ def _dec_free_dict(value: object, path: _PathT) -> dict[str, Any]:
     decoded = _dec_free(value, path)
     assert isinstance(decoded, dict)
     return decoded
-
-
-def _dec_opt_free_dict(value: object, path: _PathT) -> dict[str, Any] | None:
-    return None if value is None else _dec_free_dict(value, path)
-
-
-def _dec_opt_str(value: object, path: _PathT) -> str | None:
-    return None if value is None else _dec_str(value, path)
 
 
 def _dec_str(value: object, path: _PathT) -> str:
