@@ -428,3 +428,29 @@ def test_the_typescript_types_declare_every_schema_field(ts_name: str, where: st
         for obj in [doc] if where is None else doc["attempts"]:
             for key, value in obj.items():
                 assert _admits(props[key][1], value), f"{ts_name}.{key}: {props[key][1]} does not admit {value!r:.80}"
+
+
+ODD_PARTS: dict[str, dict[str, Any]] = {
+    "per_rank as a list": {"partition_health": {"per_rank": [1, 2], "degenerate": []}},
+    "rank counts as numbers": {"partition_health": {"per_rank": {0: 7, 1: 5}, "degenerate": []}},
+    "a count as text": {"partition_health": {"per_rank": {0: {"owned": "many"}}, "degenerate": []}},
+    "matches as text": {"halo_completeness": {"matches": "no", "interpretation": 3}},
+    "first_divergent as text": {"layer_divergence": {"first_divergent": "body", "checked": "all"}},
+    "an older layer shape": {"layer_divergence": {"first_module": "body", "file": "/p/m.py", "line": 3}},
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_PARTS))
+def test_typed_views_of_odd_parts_fall_back_to_defaults(name: str) -> None:
+    report = full_report()
+    attempt = report.attempts[0]
+    for key, value in ODD_PARTS[name].items():
+        setattr(attempt, key, value)
+    typed = [view(PartitionHealth, attempt.partition_health), view(HaloCompleteness, attempt.halo_completeness)]
+    typed.append(view(LayerDivergence, attempt.layer_divergence))
+    for record in typed:
+        json.dumps(record.to_dict())
+    text = report.render_text()
+    assert text.startswith(report.verdict.upper()) and "Traceback" not in text
+    again = TraceReport.from_json(report.to_json())
+    assert again == report
