@@ -454,3 +454,18 @@ def test_typed_views_of_odd_parts_fall_back_to_defaults(name: str) -> None:
     assert text.startswith(report.verdict.upper()) and "Traceback" not in text
     again = TraceReport.from_json(report.to_json())
     assert again == report
+
+
+def test_the_records_read_their_open_parts_typed() -> None:
+    report = full_report()
+    attempt = report.attempts[0]
+    assert attempt.partition.per_rank[1].halo == 3 and attempt.partition.degenerate == attempt.degenerate
+    assert attempt.halo.matches is False and attempt.halo.halo_width == 2.5
+    layers = attempt.layers
+    assert layers is not None and layers.first_divergent is not None
+    assert (layers.first_divergent.cls, layers.checked) == ("pkg.Body", 1)
+    assert report.run_meta.atol == {"energy": 1e-5, "default": 1e-4} and report.run_meta.world_size == 2
+    target = report.target_info
+    assert target is not None and target.factory is not None and target.factory.qualname == "make"
+    attempt.layer_divergence, report.target = None, None
+    assert attempt.layers is None and report.target_info is None

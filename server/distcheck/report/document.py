@@ -38,7 +38,7 @@ from distcheck.spec import MLIPSpec
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
 from .model import Attempt
-from .parts import ReportMeta, TargetInfo
+from .parts import ReportMeta, TargetInfo, view
 from .render import render_text
 from .values import _bad, _kind_of, _PathT
 
@@ -172,6 +172,16 @@ class TraceReport(Record):
         if self.best_index is None or not 0 <= self.best_index < len(self.attempts):
             return None
         return self.attempts[self.best_index]
+
+    @property
+    def run_meta(self) -> ReportMeta:
+        """`meta` read typed (`parts.view`: a missing or mistyped key takes its default)."""
+        return view(ReportMeta, self.meta)
+
+    @property
+    def target_info(self) -> TargetInfo | None:
+        """`target` read typed, None when the report does not say what was validated."""
+        return None if self.target is None else view(TargetInfo, self.target)
 
     @property
     def fix_applied(self) -> str | None:

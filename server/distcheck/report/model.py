@@ -17,7 +17,7 @@ from distcheck.spec import MLIPSpec
 
 from .checks import SuspiciousOutput, SystemHealth
 from .codec import Record, wire
-from .parts import HaloCompleteness, LayerDivergence, PartitionHealth
+from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, view
 
 __all__ = [
     "UNROUTED_AGGREGATIONS",
@@ -382,3 +382,18 @@ class Attempt(Record):
         """The degenerate-partition messages (`partition_health["degenerate"]`), [] if none."""
         found = self.partition_health.get("degenerate") or []
         return [str(m) for m in found] if isinstance(found, (list, tuple)) else [str(found)]
+
+    @property
+    def partition(self) -> PartitionHealth:
+        """`partition_health` read typed (`parts.view`: a missing or mistyped key takes its default)."""
+        return view(PartitionHealth, self.partition_health)
+
+    @property
+    def halo(self) -> HaloCompleteness:
+        """`halo_completeness` read typed (`matches` None when the halo was not checked)."""
+        return view(HaloCompleteness, self.halo_completeness)
+
+    @property
+    def layers(self) -> LayerDivergence | None:
+        """`layer_divergence` read typed, None when the layer diagnostic did not run."""
+        return None if self.layer_divergence is None else view(LayerDivergence, self.layer_divergence)

@@ -11,12 +11,12 @@ import math
 import numbers
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from .checks import receptive_line, suspicious_line
-from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, ReportMeta, TargetInfo, view
+from .parts import LayerDivergence
 from .values import _enc_free
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def tolerance_for(tol: object, name: str, kind: str) -> object:
 class _Renderer:
     def __init__(self, report: TraceReport, color: bool) -> None:
         self.report = report
-        self.meta = view(ReportMeta, report.meta)
+        self.meta = report.run_meta
         self.color = color
         self.lines: list[str] = []
 
@@ -133,7 +133,7 @@ class _Renderer:
         if meta.launcher == "torchrun" and meta.hosts is not None:
             hosts = meta.hosts
             self.add(_clean(f"ranks started by torchrun on {len(hosts)} host(s): {', '.join(hosts)}"), 2)
-        factory = view(TargetInfo, r.target).factory
+        factory = r.target_info.factory if r.target_info is not None else None
         if factory is not None:
             line = "?" if factory.line is None else factory.line
             where = f"{factory.file or '?'}:{line}"
@@ -203,7 +203,7 @@ class _Renderer:
         if quiet:
             self.add(_clean("helpers traced: " + ", ".join(quiet), one_line=True), 2)
         if a.layer_divergence:
-            self.render_layers(a.layer_divergence)
+            self.render_layers(a.layers)
         self.render_partition(a)
 
     def render_outputs(self, a: Attempt) -> None:
@@ -267,8 +267,9 @@ class _Renderer:
         for note in h.divergence_notes:
             self.add(_clean(f"- {note}", one_line=True), 4)
 
-    def render_layers(self, part: Mapping[str, Any]) -> None:
-        ld = view(LayerDivergence, part)
+    def render_layers(self, ld: LayerDivergence | None) -> None:
+        if ld is None:
+            return
         first = ld.first_divergent
         if first is None:
             self.add(_clean(f"layer divergence: no module diverged ({ld.checked} module call(s) checked)"), 2)
@@ -280,7 +281,7 @@ class _Renderer:
         self.add(_clean(text, one_line=True), 2)
 
     def render_partition(self, a: Attempt) -> None:
-        health = view(PartitionHealth, a.partition_health)
+        health = a.partition
         if health.per_rank:
             cells = []
             for rank, c in sorted(health.per_rank.items()):
@@ -288,7 +289,7 @@ class _Renderer:
             self.add(_clean("partition: " + "; ".join(cells), one_line=True), 2)
         for message in a.degenerate:
             self.add(self.paint("degenerate:", "yellow") + " " + _clean(message, one_line=True), 2)
-        halo = view(HaloCompleteness, a.halo_completeness)
+        halo = a.halo
         if halo.matches is False:
             text = halo.interpretation or "the halo is shallower than the model needs"
             self.add(self.paint("halo incomplete:", "yellow") + " " + _clean(text, one_line=True), 2)
