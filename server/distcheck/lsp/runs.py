@@ -295,8 +295,13 @@ class Runs:
     def _runner_error(self, run: Run, err: RunnerError) -> None:
         name = run.target.name
         ctx = self._place_context(run.target, self._workspace.open_texts())
-        placed = diagnostics.runner_error_diagnostics(err.type, err.message, err.hint, err.frames, ctx)
+        placed = diagnostics.runner_error_diagnostics(err.type, err.message, err.hint, err.user_frame, ctx)
         self._store.replace(f"target:{name}", placed)
+        if err.report is not None:  # the panel shows the error, not the previous run's report
+            payload = {"target": name, "specUri": uri_of(run.target.spec_path), "report": err.report, "notice": None}
+            self.reports[name] = payload
+            self.report_targets[name] = run.target
+            self._server.protocol.notify("distcheck/report", payload)
         self._progress(run, "end", f"error: {err.message}")
         hint = f" What to do: {err.hint}" if err.hint else ""
         self._server.show("error", f"Distcheck could not validate {name}: {err.message}.{hint}")
