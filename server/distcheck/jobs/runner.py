@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from ..options import EDITOR
 
-__all__ = ["main", "validate"]
+__all__ = ["keep_spares_warm", "main", "validate"]
 
 NO_GPU_NOTICE = (
     "no GPU: validated on the CPU with gloo (validate_on_cpu), because torch in the runner sees no CUDA "
@@ -200,6 +200,49 @@ def _warm_pool() -> None:
         print(f"distcheck runner: could not pre-start the process pool: {exc}", file=sys.stderr, flush=True)
 
 
+KEEP_WARM_S = 600.0
+"""How long the runner keeps spares warm after a validation (DISTCHECK_SPARES_KEEP_S overrides)."""
+
+
+def _keep_seconds() -> float:
+    raw = os.environ.get("DISTCHECK_SPARES_KEEP_S", "").strip()
+    try:
+        return float(raw) if raw else KEEP_WARM_S
+    except ValueError:
+        return KEEP_WARM_S
+
+
+def keep_spares_warm(params: Mapping[str, Any], report: Any | None = None) -> None:
+    """Keep the spares of validations warm between them, for `_keep_seconds()` after the last one.
+
+    Before a validation (`report` None): the pool keeps what that validation wants when it ends
+    instead of dropping it. After one: the next validation of that shape (its devices and world size,
+    the packages its target's model imported, as `runtime.spares_cache` learned them) is prepared now.
+    Never raises: without spares every process is forked as before."""
+    try:
+        from ..runtime import spares
+
+        if not spares.enabled():
+            return
+        keep_s = _keep_seconds()
+        if report is None:
+            spares.keep_warm(idle_timeout_s=keep_s)
+            return
+        from ..runtime.spares_cache import packages_for
+
+        meta = getattr(report, "meta", None) or {}
+        devices, world_size = meta.get("devices"), meta.get("world_size")
+        if not isinstance(devices, list) or not isinstance(world_size, int) or world_size < 1:
+            spares.keep_warm(idle_timeout_s=keep_s)
+            return
+        target = params.get("target")
+        factory = target.get("factory") if isinstance(target, Mapping) else None
+        packages = packages_for(factory) if isinstance(factory, str) else []
+        spares.keep_warm([str(d) for d in devices], world_size, packages=packages, idle_timeout_s=keep_s)
+    except Exception as exc:  # spares are an optimisation: a validation never fails for them
+        print(f"distcheck runner: could not keep spares warm: {exc}", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     """Serve requests from stdin until EOF or `shutdown`."""
     protocol_fd = os.dup(1)
@@ -256,12 +299,15 @@ def main() -> int:
             def emit(event: str, info: Mapping[str, Any], req_id: Any = req_id) -> None:
                 channel.send({"id": req_id, "event": event, "info": _clean_info(info)})
 
+            params = request.get("params") or {}
+            keep_spares_warm(params)
             try:
-                report, notice = validate(request.get("params") or {}, emit)
+                report, notice = validate(params, emit)
             except Exception as exc:
                 channel.send({"id": req_id, "error": _error(exc)})
                 continue
             channel.raw(f'{{"id": {json.dumps(req_id)}, "notice": {json.dumps(notice)}, "result": {report.to_json()}}}')
+            keep_spares_warm(params, report)
         else:
             channel.send(
                 {
