@@ -178,6 +178,10 @@ function renderError(e: Reader, a: Reader): SafeHtml {
   const rank = e.count("rank");
   const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
   const index = fmt(a.count("index") ?? "?");
+  // The user's frame is stored by the server (runtime/frames.py); the file test is for older reports.
+  const stored = e.rec("user_frame", { nullable: true });
+  const isUser = (file: string, line: number | undefined): boolean =>
+    e.has("user_frame") ? stored?.str("file") === file && stored?.count("line") === line : !isLibraryFrame(file);
   const frameItems = e
     .items("frames")
     .map((value, i) => {
@@ -187,7 +191,7 @@ function renderError(e: Reader, a: Reader): SafeHtml {
       }
       const file = f.str("file", { required: true }) ?? "?";
       const line = f.count("line");
-      return html`<li class="${isLibraryFrame(file) ? "lib" : "user"}">${link(`${file}:${fmt(line)}`, "openFile", {
+      return html`<li class="${isUser(file, line) ? "user" : "lib"}">${link(`${file}:${fmt(line)}`, "openFile", {
         file,
         line: line ?? 1,
       })} in <code>${f.str("function") ?? "?"}</code></li>`;
