@@ -348,9 +348,7 @@ class _Server(Protocol):
     """What `serve_stdio` needs of the daemon (a pygls `LanguageServer` with `shutdown_all`)."""
 
     protocol: Any
-
-    @property
-    def runner(self) -> Any: ...
+    runner: Any
 
     def shutdown(self) -> None: ...
 

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..report import SampleWarning, tolerance_for
+from ..report import tolerance_for
+from ..report_checks import SampleWarning
 
 __all__ = ["ZERO_FORCE_ATOL", "sample_warnings"]
 

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..report import Attempt, OutputVerdict, RoundoffFloor, SuspiciousOutput, tolerance_for
+from ..report import Attempt, OutputVerdict, tolerance_for
+from ..report_checks import RoundoffFloor, SuspiciousOutput
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
