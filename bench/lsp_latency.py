@@ -77,12 +77,13 @@ class Client(LanguageClient):
                 pass
 
 
-def _make_client() -> Client:
+def make_client(settings: dict[str, Any] | None = None) -> Client:
+    """A recording client whose `workspace/configuration` answer is `settings` (none by default)."""
     client = Client()
 
     @client.feature(types.WORKSPACE_CONFIGURATION)
     def configuration(params: types.ConfigurationParams) -> list[Any]:
-        return [{} for _ in params.items]
+        return [dict(settings or {}) for _ in params.items]
 
     @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     def create(params: types.WorkDoneProgressCreateParams) -> None:
@@ -232,7 +233,7 @@ async def main(requests: int, target: str) -> None:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "server"), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     )
-    client = _make_client()
+    client = make_client()
     await client.start_io(sys.executable, "-m", "distcheck.lsp", "--stdio", env=env, cwd=str(workspace))
     try:
         caps = types.ClientCapabilities(

@@ -203,28 +203,7 @@ async def daemon_first_diagnostic(spares_on: bool) -> tuple[float, float]:
     env = _env(spares_on)
     if spares_on:
         env["DISTCHECK_SPARES_KEEP_S"] = "600"  # what `spares.keep_warm()` in the runner does
-    client = lsp_latency.Client()  # as lsp_latency._make_client, with the device in the settings
-
-    @client.feature(types.WORKSPACE_CONFIGURATION)
-    def configuration(params: types.ConfigurationParams) -> list[Any]:
-        return [{"device": DEVICE} for _ in params.items]
-
-    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
-    def create(params: types.WorkDoneProgressCreateParams) -> None:
-        return None
-
-    for method in (
-        types.PROGRESS,
-        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
-        types.WINDOW_LOG_MESSAGE,
-        types.WINDOW_SHOW_MESSAGE,
-        "distcheck/report",
-    ):
-
-        def handler(params: Any, method: str = method) -> None:
-            client.record(method, params)
-
-        client.feature(method)(handler)
+    client = lsp_latency.make_client({"device": DEVICE})
 
     await client.start_io(sys.executable, "-m", "distcheck.lsp", "--stdio", env=env, cwd=str(workspace))
     try:
