@@ -1,103 +1,41 @@
 /**
- * The TraceReport JSON (`TraceReport.to_dict()` in server/distcheck/report.py) as the extension reads it,
- * and the messages of docs/protocol.md that carry it. Pure: no `vscode` import, so unit tests load it.
+ * The TraceReport JSON (`TraceReport.to_dict()` in server/distcheck/report/; its types generated into
+ * reportSchema.ts) as the extension reads it, and the messages of docs/protocol.md that carry it. Pure: no `vscode` import, so unit tests load it.
  *
  * Reading is lenient on purpose: the panel must show what it can of a report written by a newer or older
  * distcheck instead of failing; every accessor tolerates a missing or mistyped field.
  */
 
-export type Verdict = "passed" | "failed" | "inconclusive" | "error";
+import { type AttemptJson, type ReportJson } from "./reportSchema";
 
-/** A number as the report writes it: finite numbers as numbers, non-finite ones as strings. */
-export type JsonNumber = number | "NaN" | "Infinity" | "-Infinity";
+// The report's JSON types are generated from its JSON Schema (reportSchema.ts); re-exported here so the
+// extension keeps importing them from one place.
+export type {
+  AttemptJson,
+  CrashTraceJson,
+  DeadlineReachedJson,
+  FrameJson,
+  HaloCompletenessJson,
+  HelperDiagnosisJson,
+  JsonNumber,
+  LayerDivergenceJson,
+  OutputVerdictJson,
+  PartitionHealthJson,
+  RankDisagreementJson,
+  ReceptiveFieldJson,
+  ReportJson,
+  ReportMetaJson,
+  RoundoffFloorJson,
+  SampleWarningJson,
+  SuspiciousOutputJson,
+  SystemHealthJson,
+  TargetInfoJson,
+  UnroutedOpJson,
+  WorkerErrorJson,
+} from "./reportSchema";
 
-export interface FrameJson {
-  file: string;
-  line: number;
-  function: string;
-}
-
-export interface WorkerErrorJson {
-  type: string;
-  message: string;
-  rank: number | null;
-  phase: string;
-  frames: FrameJson[];
-  hint: string;
-  traceback?: string;
-}
-
-export interface OutputVerdictJson {
-  name: string;
-  kind: string;
-  passed: boolean;
-  max_abs_diff: JsonNumber | null;
-  max_rel_diff: JsonNumber | null;
-  status: string;
-  worst_index: number[] | null;
-  n_failing: number;
-  n_total: number;
-}
-
-export interface HelperDiagnosisJson {
-  module: string;
-  function: string;
-  qualname?: string;
-  n_calls_ref: number;
-  n_calls_per_rank: Record<string, number>;
-  pattern: string;
-  pattern_confidence: JsonNumber;
-  consistency_check: string;
-  consistency_passed: boolean | null;
-  already_wrapped: boolean;
-  suspected_gap: string | null;
-  likely_remedy: Record<string, unknown> | null;
-  source: { file?: string; line?: number } | null;
-  divergence_notes: string[];
-}
-
-export interface AttemptJson {
-  index: number;
-  spec: unknown;
-  rationale: string;
-  rule: string | null;
-  passed: boolean;
-  failing_outputs?: string[];
-  max_abs_diff: Record<string, JsonNumber | null>;
-  max_rel_diff: Record<string, JsonNumber | null>;
-  verdicts: Record<string, OutputVerdictJson>;
-  handler_counts: Record<string, number>;
-  error: WorkerErrorJson | null;
-  helper_diagnostics: HelperDiagnosisJson[];
-  layer_divergence: Record<string, unknown> | null;
-  partition_health: Record<string, unknown>;
-  halo_completeness: Record<string, unknown>;
-  timings: Record<string, JsonNumber>;
-  reused_run?: boolean;
-  /** Aggregations no handler routed (`report.UnroutedOp`): op, aggregation, origin, count, file/line, call_file/call_line, ranks. */
-  unrouted?: Array<Record<string, unknown>>;
-  /** Replicated outputs that differ between ranks (`report.RankDisagreement`), with their first divergent module. */
-  rank_disagreements?: Array<Record<string, unknown>>;
-  /** Outputs within tolerance far above the round-off floor (`report_checks.SuspiciousOutput`). */
-  suspicious?: Array<Record<string, unknown>>;
-}
-
-export interface ReportJson {
-  report_version: number;
-  ok: boolean;
-  verdict?: Verdict;
-  fix_applied?: string | null;
-  best_attempt?: number | null;
-  next_action: string;
-  spec: unknown;
-  attempts: AttemptJson[];
-  meta: Record<string, unknown>;
-  target?: Record<string, unknown> | null;
-  /** The comparison's round-off floor (`report_checks.RoundoffFloor`). */
-  roundoff?: Record<string, unknown> | null;
-  /** The receptive field measured in the reference (`report_checks.ReceptiveField`). */
-  receptive_field?: Record<string, unknown> | null;
-}
+/** The report's verdict (`TraceReport.verdict`, `REPORT_VERDICTS` in distcheck.report). */
+export type Verdict = NonNullable<ReportJson["verdict"]>;
 
 /** Params of the `distcheck/report` notification (and the result of `distcheck/lastReport`). */
 export interface ReportMessage {

@@ -5,7 +5,7 @@
 
 import { type AttemptJson, freeString, isRecord } from "./report";
 import { Problems, Reader, capped } from "./reportCheck";
-import { UNTRUSTED, button, escapeHtml, fmt, link } from "./reportMarkup";
+import { NOTHING, type SafeHtml, UNTRUSTED, button, fmt, html, joinHtml, link } from "./reportMarkup";
 import { type Obj, checkedCount } from "./reportSections";
 
 // ------------------------------------------------------------------------------------------------
@@ -17,6 +17,7 @@ interface Helper {
   name: string;
 }
 
+/** The watched third-party helpers (latest diagnosis of each, the best attempt's first), with "Declare adapter". */
 export function renderHelpers(
   attempts: AttemptJson[],
   best: AttemptJson | undefined,
@@ -24,7 +25,7 @@ export function renderHelpers(
   trusted: boolean,
   p: Problems,
   at: (a: AttemptJson) => string,
-): string {
+): SafeHtml {
   const latest = new Map<string, Helper & { isBest: boolean }>();
   for (const attempt of attempts) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
@@ -41,38 +42,33 @@ export function renderHelpers(
     });
   }
   if (latest.size === 0) {
-    return "";
+    return NOTHING;
   }
   const cards = capped([...latest.values()], "the helpers", p).map(({ h, attempt, name }) => renderHelper(h, attempt, name, target, trusted));
-  return `<section id="helpers"><h2>Third-party helpers</h2>${cards.join("\n")}</section>`;
+  return html`<section id="helpers"><h2>Third-party helpers</h2>${joinHtml(cards, "\n")}</section>`;
 }
 
-function renderHelper(h: Reader, attempt: Reader, name: string, target: string, trusted: boolean): string {
+function renderHelper(h: Reader, attempt: Reader, name: string, target: string, trusted: boolean): SafeHtml {
   const gap = h.str("suspected_gap");
   const consistency = h.bool("consistency_passed");
   const flagged = Boolean(gap) || consistency === false;
   const perRank = h
     .entries("n_calls_per_rank")
-    .map(([r, n]) => `rank ${escapeHtml(r)}: ${escapeHtml(fmt(checkedCount(n, `${h.pathOf("n_calls_per_rank")}[${JSON.stringify(r)}]`, h.problems)))}`)
+    .map(([r, n]) => `rank ${r}: ${fmt(checkedCount(n, `${h.pathOf("n_calls_per_rank")}[${JSON.stringify(r)}]`, h.problems))}`)
     .join(", ");
   const checkText = h.str("consistency_check");
   const check = checkText
-    ? `<li>check: ${escapeHtml(checkText)} — <b>${consistency === true ? "passed" : consistency === false ? "failed" : "not run"}</b></li>`
-    : "";
+    ? html`<li>check: ${checkText} — <b>${consistency === true ? "passed" : consistency === false ? "failed" : "not run"}</b></li>`
+    : NOTHING;
   const source = h.rec("source");
   const file = source?.str("file");
   const line = source?.count("line");
-  const src = file ? `<li>defined at ${link(`${file}:${fmt(line ?? 1)}`, "openFile", { file, line: line ?? 1 })}</li>` : "";
-  const notes = h
-    .items("divergence_notes")
-    .map((n) => `<li>${escapeHtml(freeString(n))}</li>`)
-    .join("");
+  const src = file ? html`<li>defined at ${link(`${file}:${fmt(line ?? 1)}`, "openFile", { file, line: line ?? 1 })}</li>` : NOTHING;
+  const notes = h.items("divergence_notes").map((n) => html`<li>${freeString(n)}</li>`);
   const remedyReader = h.rec("likely_remedy");
   const remedy = remedyReader
-    ? `<div class="remedy">remedy (a <code>third_party_helpers</code> entry):<pre class="json">${escapeHtml(
-        JSON.stringify(remedyReader.obj, null, 2),
-      )}</pre></div>`
-    : "";
+    ? html`<div class="remedy">remedy (a <code>third_party_helpers</code> entry):<pre class="json">${JSON.stringify(remedyReader.obj, null, 2)}</pre></div>`
+    : NOTHING;
   const wrapped = h.bool("already_wrapped") === true;
   const declare =
     flagged && !wrapped && remedyReader
@@ -82,16 +78,20 @@ function renderHelper(h: Reader, attempt: Reader, name: string, target: string, 
           { target, qualname: name, module: h.str("module"), function: h.str("function"), remedy: remedyReader.obj },
           trusted ? undefined : UNTRUSTED,
         )
-      : "";
-  const state = wrapped ? `<span class="tag ok">adapter declared</span>` : flagged ? `<span class="tag bad">flagged</span>` : `<span class="tag">ok</span>`;
-  return `<div class="helper ${flagged ? "flagged" : ""}" data-helper="${escapeHtml(name)}">
-<h3><code>${escapeHtml(name)}</code> ${state} <span class="dim">(attempt ${escapeHtml(fmt(attempt.count("index") ?? "?"))})</span></h3>
+      : NOTHING;
+  const state = wrapped
+    ? html`<span class="tag ok">adapter declared</span>`
+    : flagged
+      ? html`<span class="tag bad">flagged</span>`
+      : html`<span class="tag">ok</span>`;
+  return html`<div class="helper ${flagged ? "flagged" : ""}" data-helper="${name}">
+<h3><code>${name}</code> ${state} <span class="dim">(attempt ${fmt(attempt.count("index") ?? "?")})</span></h3>
 <ul>
-<li>pattern <b>${escapeHtml(h.str("pattern") ?? "?")}</b> (confidence ${escapeHtml(fmt(h.num("pattern_confidence")))}); calls: reference ${escapeHtml(
-    fmt(h.count("n_calls_ref")),
-  )}${perRank ? `; ${perRank}` : ""}</li>
+<li>pattern <b>${h.str("pattern") ?? "?"}</b> (confidence ${fmt(h.num("pattern_confidence"))}); calls: reference ${fmt(h.count("n_calls_ref"))}${
+    perRank ? `; ${perRank}` : ""
+  }</li>
 ${check}
-${gap ? `<li class="gap">${escapeHtml(gap)}</li>` : ""}
+${gap ? html`<li class="gap">${gap}</li>` : NOTHING}
 ${src}
 ${notes}
 </ul>
@@ -135,7 +135,8 @@ export function firstDivergentModule(ld: unknown, problems: Problems = new Probl
   };
 }
 
-export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+/** The first module whose outputs diverge (best attempt first, then the latest), with "Go to module". */
+export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const ordered = best ? [best, ...attempts.filter((a) => a !== best).reverse()] : [...attempts].reverse();
   for (const attempt of ordered) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
@@ -149,13 +150,15 @@ export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefi
       .filter(Boolean)
       .join(", ");
     const n = ld.count("checked");
-    const checked = n !== undefined ? ` <span class="dim">(${escapeHtml(fmt(n))} modules checked)</span>` : "";
-    return `<section id="layers"><h2>Layer divergence (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>
-<p>First divergent module: <code>${escapeHtml(loc.module)}</code>${loc.cls ? ` <span class="dim">${escapeHtml(loc.cls)}</span>` : ""}${escapeHtml(where)}${diffs ? ` — ${escapeHtml(diffs)}` : ""}${checked}</p>
+    const checked = n !== undefined ? html` <span class="dim">(${fmt(n)} modules checked)</span>` : NOTHING;
+    return html`<section id="layers"><h2>Layer divergence (attempt ${fmt(a.count("index") ?? "?")})</h2>
+<p>First divergent module: <code>${loc.module}</code>${loc.cls ? html` <span class="dim">${loc.cls}</span>` : NOTHING}${where}${
+      diffs ? ` — ${diffs}` : ""
+    }${checked}</p>
 <p>${link("Go to module", "goToModule", { module: loc.module, cls: loc.cls, file: loc.file, line: loc.line })}</p>
 </section>`;
   }
-  return "";
+  return NOTHING;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -171,41 +174,46 @@ export function isLibraryFrame(file: string): boolean {
   );
 }
 
-function renderError(e: Reader, a: Reader): string {
+function renderError(e: Reader, a: Reader): SafeHtml {
   const rank = e.count("rank");
   const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
   const index = fmt(a.count("index") ?? "?");
+  // The user's frame is stored by the server (runtime/frames.py); the file test is for older reports.
+  const stored = e.rec("user_frame", { nullable: true });
+  const isUser = (file: string, line: number | undefined): boolean =>
+    e.has("user_frame") ? stored?.str("file") === file && stored?.count("line") === line : !isLibraryFrame(file);
   const frameItems = e
     .items("frames")
     .map((value, i) => {
       const f = Reader.of(value, `${e.pathOf("frames")}[${i}]`, e.problems);
       if (!f) {
-        return "";
+        return NOTHING;
       }
       const file = f.str("file", { required: true }) ?? "?";
       const line = f.count("line");
-      return `<li class="${isLibraryFrame(file) ? "lib" : "user"}">${link(`${file}:${fmt(line)}`, "openFile", {
+      return html`<li class="${isUser(file, line) ? "user" : "lib"}">${link(`${file}:${fmt(line)}`, "openFile", {
         file,
         line: line ?? 1,
-      })} in <code>${escapeHtml(f.str("function") ?? "?")}</code></li>`;
-    })
-    .join("\n");
+      })} in <code>${f.str("function") ?? "?"}</code></li>`;
+    });
+  const frames = joinHtml(frameItems, "\n");
   const traceback = e.str("traceback");
   const raw = traceback
-    ? `<details data-key="traceback-${escapeHtml(index)}"><summary>raw traceback</summary><pre>${escapeHtml(traceback)}</pre></details>`
-    : "";
+    ? html`<details data-key="traceback-${index}"><summary>raw traceback</summary><pre>${traceback}</pre></details>`
+    : NOTHING;
   const hint = e.str("hint");
-  return `<div class="error">
-<h3>${escapeHtml(e.str("type", { required: true }) ?? "error")} on ${escapeHtml(where)} during ${escapeHtml(e.str("phase") ?? "?")} <span class="dim">(attempt ${escapeHtml(index)})</span></h3>
-<p class="message">${escapeHtml(e.str("message") ?? "")}</p>
-${hint ? `<p class="hint">${escapeHtml(hint)}</p>` : ""}
-${frameItems ? `<ol class="frames">${frameItems}</ol>` : ""}
+  return html`<div class="error">
+<h3>${e.str("type", { required: true }) ?? "error"} on ${where} during ${e.str("phase") ?? "?"} <span class="dim">(attempt ${index})</span></h3>
+<p class="message">${e.str("message") ?? ""}</p>
+${hint ? html`<p class="hint">${hint}</p>` : NOTHING}
+${frames.toString() ? html`<ol class="frames">${frames}</ol>` : NOTHING}
 ${raw}
 </div>`;
 }
 
-export function renderErrors(attempts: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): string {
-  const cards: string[] = [];
+/** One card per attempt that ended in a worker error: where, the message, the frames (user's vs library's), the raw traceback. */
+export function renderErrors(attempts: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): SafeHtml {
+  const cards: SafeHtml[] = [];
   for (const attempt of attempts) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
     const e = a.rec("error");
@@ -214,9 +222,9 @@ export function renderErrors(attempts: AttemptJson[], p: Problems, at: (a: Attem
     }
   }
   if (cards.length === 0) {
-    return "";
+    return NOTHING;
   }
-  return `<section id="errors"><h2>Worker error</h2>${capped(cards, "the worker errors", p).join("\n")}</section>`;
+  return html`<section id="errors"><h2>Worker error</h2>${joinHtml(capped(cards, "the worker errors", p), "\n")}</section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -261,7 +269,8 @@ function degenerateLines(health: Reader | undefined): string[] {
   return [];
 }
 
-export function renderPartition(a: Reader): string {
+/** Owned / halo / remote atoms per rank (a stacked bar chart), degenerate-partition warnings and halo completeness. */
+export function renderPartition(a: Reader): SafeHtml {
   const health = a.rec("partition_health");
   const ranks = health ? partitionComposition(health.obj, a.problems, health.path) : [];
   const messages = degenerateLines(health);
@@ -269,9 +278,9 @@ export function renderPartition(a: Reader): string {
   const hcText = hc ? (hc.has("interpretation") ? hc.str("interpretation") : hc.str("message")) ?? "" : "";
   const incomplete = hc?.bool("complete") === false || hc?.bool("matches") === false;
   if (ranks.length === 0 && messages.length === 0 && !hcText) {
-    return "";
+    return NOTHING;
   }
-  const parts: string[] = [];
+  const parts: SafeHtml[] = [];
   if (ranks.length) {
     const total = Math.max(
       ranks.reduce((m, r) => Math.max(m, r.owned + r.halo + r.remote), 0),
@@ -282,34 +291,36 @@ export function renderPartition(a: Reader): string {
     const rowH = 24;
     const width = labelW + plotW + 170;
     const height = ranks.length * rowH + 6;
-    const svg: string[] = [
-      `<svg class="chart partition-chart" role="img" aria-label="atoms per rank: owned, halo, remote" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
+    const svg: SafeHtml[] = [
+      html`<svg class="chart partition-chart" role="img" aria-label="atoms per rank: owned, halo, remote" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
     ];
     ranks.forEach((r, i) => {
       const y = 3 + i * rowH;
-      svg.push(`<text class="label" x="${labelW - 6}" y="${y + 15}" text-anchor="end">rank ${escapeHtml(r.rank)}</text>`);
+      svg.push(html`<text class="label" x="${labelW - 6}" y="${y + 15}" text-anchor="end">rank ${r.rank}</text>`);
       let x = labelW;
       for (const part of ["owned", "halo", "remote"] as const) {
         const w = (r[part] / total) * plotW;
         if (w > 0) {
-          svg.push(`<rect class="seg ${part}" x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}"><title>${escapeHtml(
-            `rank ${r.rank}: ${fmt(r[part])} ${part}`,
-          )}</title></rect>`);
+          svg.push(
+            html`<rect class="seg ${part}" x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}"><title>rank ${r.rank}: ${fmt(
+              r[part],
+            )} ${part}</title></rect>`,
+          );
         }
         x += w;
       }
-      svg.push(`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${escapeHtml(`${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}`)}</text>`);
+      svg.push(html`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}</text>`);
     });
-    svg.push("</svg>");
-    parts.push(svg.join(""));
-    parts.push(`<p class="legend"><span class="sw owned"></span> owned <span class="sw halo"></span> halo <span class="sw remote"></span> remote (owned / halo / remote atoms)</p>`);
+    svg.push(html`</svg>`);
+    parts.push(html`${svg}`);
+    parts.push(html`<p class="legend"><span class="sw owned"></span> owned <span class="sw halo"></span> halo <span class="sw remote"></span> remote (owned / halo / remote atoms)</p>`);
   }
   for (const m of messages) {
-    parts.push(`<p class="warning">⚠ ${escapeHtml(m)}</p>`);
+    parts.push(html`<p class="warning">⚠ ${m}</p>`);
   }
   if (hcText) {
-    parts.push(`<p class="${incomplete ? "warning" : "dim"}">Halo: ${escapeHtml(hcText)}</p>`);
+    parts.push(html`<p class="${incomplete ? "warning" : "dim"}">Halo: ${hcText}</p>`);
   }
-  return `<section id="partition"><h2>Partition (attempt ${escapeHtml(fmt(a.count("index") ?? "?"))})</h2>${parts.join("\n")}</section>`;
+  return html`<section id="partition"><h2>Partition (attempt ${fmt(a.count("index") ?? "?")})</h2>${joinHtml(parts, "\n")}</section>`;
 }
 

@@ -2,13 +2,13 @@
  * The report panel's evidence sections: unrouted aggregations (op, count, where), suspicious outputs
  * (error far above the measured round-off floor, within tolerance), ranks that disagree on a replicated
  * output (with the first module that does), and — when no cause is known — what was checked, as the
- * report's `next_action` lists it. Pure; every field is read through `reportCheck.Reader`, every text
- * goes through `escapeHtml`.
+ * report's `next_action` lists it. Pure; every field is read through `reportCheck.Reader`, all markup
+ * is built with the escaping `html` template.
  */
 
 import { type AttemptJson, isRecord, textOf } from "./report";
 import { Problems, Reader, capped } from "./reportCheck";
-import { escapeHtml, fmt, link } from "./reportMarkup";
+import { NOTHING, type SafeHtml, fmt, html, joinHtml, link } from "./reportMarkup";
 import { type Obj } from "./reportSections";
 
 const WHAT: Record<string, string> = {
@@ -28,9 +28,9 @@ function baseName(path: string): string {
 }
 
 /** `file:line` as a link that opens it (the full path in the title), or a dim "unknown" when absent. */
-function fileLink(file: string | undefined, line: number | undefined): string {
+function fileLink(file: string | undefined, line: number | undefined): SafeHtml {
   if (!file) {
-    return `<span class="dim">unknown</span>`;
+    return html`<span class="dim">unknown</span>`;
   }
   return link(`${baseName(file)}:${fmt(line ?? "?")}`, "openFile", { file, line: line ?? 1 }, file);
 }
@@ -89,7 +89,8 @@ function helperFiles(attempts: AttemptJson[], best: AttemptJson | undefined): Ma
   return out;
 }
 
-export function renderUnrouted(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+/** Every distinct unrouted aggregation of any attempt, with where it ran and what the best attempt did about it. */
+export function renderUnrouted(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const seen = new Map<string, Unrouted>();
   for (const attempt of attempts) {
     for (const found of unroutedOf(attempt, at, p)) {
@@ -99,7 +100,7 @@ export function renderUnrouted(attempts: AttemptJson[], best: AttemptJson | unde
     }
   }
   if (seen.size === 0) {
-    return "";
+    return NOTHING;
   }
   const still = new Set(best ? unroutedOf(best, at, new Problems()).map((f) => f.key) : []); // its problems are counted above
   const bestReader = best ? new Reader(best as unknown as Obj, at(best), p) : undefined;
@@ -113,48 +114,49 @@ export function renderUnrouted(attempts: AttemptJson[], best: AttemptJson | unde
     const line = u.count("line");
     const callFile = u.str("call_file");
     const callLine = u.count("call_line");
-    const caller = callFile && (callFile !== file || callLine !== line) ? fileLink(callFile, callLine) : `<span class="dim">–</span>`;
+    const caller = callFile && (callFile !== file || callLine !== line) ? fileLink(callFile, callLine) : html`<span class="dim">–</span>`;
     const helper = (file ? helpers.get(file) : undefined) ?? (callFile ? helpers.get(callFile) : undefined);
     const remains = still.has(key) && !(helper?.wrapped ?? false);
-    let status: string;
+    let status: SafeHtml;
     if (helper) {
       status = helper.wrapped
-        ? `<span class="tag ok">inside helper <code>${escapeHtml(helper.name)}</code>: its adapter routes it</span>`
-        : `<span class="tag bad">inside the undeclared helper <code>${escapeHtml(helper.name)}</code> (see Third-party helpers)</span>`;
+        ? html`<span class="tag ok">inside helper <code>${helper.name}</code>: its adapter routes it</span>`
+        : html`<span class="tag bad">inside the undeclared helper <code>${helper.name}</code> (see Third-party helpers)</span>`;
     } else if (remains) {
       status = bestPassed
-        ? `<span class="tag">still runs in the best attempt, whose outputs match on this sample</span>`
-        : `<span class="tag bad">unrouted in the best attempt</span>`;
+        ? html`<span class="tag">still runs in the best attempt, whose outputs match on this sample</span>`
+        : html`<span class="tag bad">unrouted in the best attempt</span>`;
     } else {
       status =
         bestPassed && bestReader
-          ? `<span class="tag ok">routed by attempt ${escapeHtml(attemptLabel(bestReader))}</span>`
-          : `<span class="tag">not seen in the best attempt</span>`;
+          ? html`<span class="tag ok">routed by attempt ${attemptLabel(bestReader)}</span>`
+          : html`<span class="tag">not seen in the best attempt</span>`;
     }
-    return `<tr class="${remains && !bestPassed ? "fail" : "pass"}"><td><code>${escapeHtml(op)}</code></td><td>${escapeHtml(WHAT[aggregation] ?? aggregation)}</td>
-<td>${escapeHtml(fmt(u.count("count", { required: true })))}</td><td>${escapeHtml(ranksText(u, "ranks"))}</td>
-<td>${fn ? `<code>${escapeHtml(fn)}</code> ` : ""}${fileLink(file, line)}</td><td>${caller}</td>
-<td>${escapeHtml(u.str("origin") ?? "?")}</td><td>${escapeHtml(attemptLabel(attempt))}</td><td>${status}</td></tr>`;
+    return html`<tr class="${remains && !bestPassed ? "fail" : "pass"}"><td><code>${op}</code></td><td>${WHAT[aggregation] ?? aggregation}</td>
+<td>${fmt(u.count("count", { required: true }))}</td><td>${ranksText(u, "ranks")}</td>
+<td>${fn ? html`<code>${fn}</code> ` : NOTHING}${fileLink(file, line)}</td><td>${caller}</td>
+<td>${u.str("origin") ?? "?"}</td><td>${attemptLabel(attempt)}</td><td>${status}</td></tr>`;
   });
-  return `<section id="unrouted"><h2>Unrouted aggregations</h2>
+  return html`<section id="unrouted"><h2>Unrouted aggregations</h2>
 <p>These ran where no handler routed them, so each rank computed only its partial.</p>
 <table class="unrouted"><thead><tr><th>op</th><th>aggregation</th><th>count</th><th>ranks</th><th>where</th><th>called from</th><th>origin</th><th>attempt</th><th>now</th></tr></thead>
-<tbody>${rows.join("\n")}</tbody></table></section>`;
+<tbody>${joinHtml(rows, "\n")}</tbody></table></section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
 // suspicious outputs
 
+/** Outputs within tolerance but far above the measured round-off floor (best and first attempt). */
 export function renderSuspicious(
   attempts: AttemptJson[],
   best: AttemptJson | undefined,
   roundoff: unknown,
   p: Problems,
   at: (a: AttemptJson) => string,
-): string {
+): SafeHtml {
   const first = attempts[0];
   const shown = [...new Set([best, first].filter((a): a is AttemptJson => a !== undefined))];
-  const rows: string[] = [];
+  const rows: SafeHtml[] = [];
   for (const attempt of shown) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
     a.items("suspicious").forEach((value, i) => {
@@ -162,32 +164,33 @@ export function renderSuspicious(
       if (!s) {
         return;
       }
-      rows.push(`<tr class="fail"><td><code>${escapeHtml(s.str("name", { required: true }) ?? "?")}</code></td><td>${escapeHtml(s.str("kind") ?? "?")}</td>
-<td>${escapeHtml(fmt(s.num("max_abs_diff")))}</td><td>${escapeHtml(fmt(s.num("floor")))}</td><td><b>${escapeHtml(fmt(s.num("ratio")))}×</b></td>
-<td>${escapeHtml(fmt(s.num("threshold")))}×</td><td>${escapeHtml(attemptLabel(a))}</td></tr>`);
+      rows.push(html`<tr class="fail"><td><code>${s.str("name", { required: true }) ?? "?"}</code></td><td>${s.str("kind") ?? "?"}</td>
+<td>${fmt(s.num("max_abs_diff"))}</td><td>${fmt(s.num("floor"))}</td><td><b>${fmt(s.num("ratio"))}×</b></td>
+<td>${fmt(s.num("threshold"))}×</td><td>${attemptLabel(a)}</td></tr>`);
     });
   }
   if (rows.length === 0) {
-    return "";
+    return NOTHING;
   }
   const r = isRecord(roundoff) ? new Reader(roundoff, "report.roundoff", p) : undefined;
   const status = r?.str("status");
   const note = r?.str("note");
-  const floor = status ? `<p class="dim">Round-off floor: ${escapeHtml(status)}${note ? ` — ${escapeHtml(note)}` : ""}</p>` : "";
-  return `<section id="suspicious"><h2>Suspicious outputs</h2>
+  const floor = status ? html`<p class="dim">Round-off floor: ${status}${note ? ` — ${note}` : ""}</p>` : NOTHING;
+  return html`<section id="suspicious"><h2>Suspicious outputs</h2>
 <p class="warning">⚠ Within atol/rtol, but far above the round-off floor of this comparison (measured by a replicated control run): a real distributed error too small for the tolerances.</p>
 <table class="suspicious"><thead><tr><th>output</th><th>kind</th><th>max abs</th><th>floor</th><th>ratio</th><th>threshold</th><th>attempt</th></tr></thead>
-<tbody>${capped(rows, "the suspicious outputs", p).join("\n")}</tbody></table>${floor}</section>`;
+<tbody>${joinHtml(capped(rows, "the suspicious outputs", p), "\n")}</tbody></table>${floor}</section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
 // rank disagreements
 
-export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): string {
+/** Replicated outputs on which ranks disagree (best and first attempt), with the first module that does. */
+export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const first = attempts[0];
   const shown = [...new Set([best, first].filter((a): a is AttemptJson => a !== undefined))];
   const seen = new Set<string>();
-  const rows: string[] = [];
+  const rows: SafeHtml[] = [];
   for (const attempt of shown) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
     a.items("rank_disagreements").forEach((value, i) => {
@@ -201,25 +204,25 @@ export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson |
       const module = m?.str("module");
       const cls = m?.str("class");
       const moduleCell = module
-        ? `${link(module, "goToModule", { module, cls: cls ?? "" }, cls)} <span class="dim">${escapeHtml(cls ?? "")}</span>, rank${
+        ? html`${link(module, "goToModule", { module, cls: cls ?? "" }, cls)} <span class="dim">${cls ?? ""}</span>, rank${
             m && m.items("ranks").length > 1 ? "s" : ""
-          } ${escapeHtml(m ? ranksText(m, "ranks") : "")} against rank 0, max |Δ| ${escapeHtml(fmt(m?.num("max_abs")))}`
-        : `<span class="dim">none found</span>`;
+          } ${m ? ranksText(m, "ranks") : ""} against rank 0, max |Δ| ${fmt(m?.num("max_abs"))}`
+        : html`<span class="dim">none found</span>`;
       const off = ranksText(d, "off_reference");
       const systems = ranksText(d, "systems");
-      rows.push(`<tr class="fail"><td><code>${escapeHtml(output)}</code></td><td>${escapeHtml(d.str("kind") ?? "?")}</td>
-<td>${escapeHtml(ranksText(d, "ranks"))}</td><td>${off ? escapeHtml(off) : `<span class="dim">none</span>`}</td>
-<td>${escapeHtml(fmt(d.num("max_abs")))}</td><td>${systems ? escapeHtml(systems) : `<span class="dim">–</span>`}</td>
-<td>${moduleCell}</td><td>${escapeHtml(attemptLabel(a))}</td></tr>`);
+      rows.push(html`<tr class="fail"><td><code>${output}</code></td><td>${d.str("kind") ?? "?"}</td>
+<td>${ranksText(d, "ranks")}</td><td>${off ? off : html`<span class="dim">none</span>`}</td>
+<td>${fmt(d.num("max_abs"))}</td><td>${systems ? systems : html`<span class="dim">–</span>`}</td>
+<td>${moduleCell}</td><td>${attemptLabel(a)}</td></tr>`);
     });
   }
   if (rows.length === 0) {
-    return "";
+    return NOTHING;
   }
-  return `<section id="disagreements"><h2>Ranks that disagree</h2>
+  return html`<section id="disagreements"><h2>Ranks that disagree</h2>
 <p>A replicated output must come out the same on every rank; consolidation keeps one rank's value, so any disagreement fails the attempt.</p>
 <table class="disagreements"><thead><tr><th>output</th><th>kind</th><th>ranks</th><th>off the reference</th><th>max |Δ|</th><th>systems</th><th>first module that disagrees</th><th>attempt</th></tr></thead>
-<tbody>${capped(rows, "the rank disagreements", p).join("\n")}</tbody></table></section>`;
+<tbody>${joinHtml(capped(rows, "the rank disagreements", p), "\n")}</tbody></table></section>`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -249,13 +252,14 @@ export function causeUnknown(a: Reader): boolean {
   );
 }
 
-export function renderChecked(best: AttemptJson | undefined, meta: Obj, receptive: unknown, p: Problems, at: (a: AttemptJson) => string): string {
+/** When the best attempt failed with no cause the other sections show: what was checked, and what to look at next. */
+export function renderChecked(best: AttemptJson | undefined, meta: Obj, receptive: unknown, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   if (!best) {
-    return "";
+    return NOTHING;
   }
   const a = new Reader(best as unknown as Obj, at(best), p);
   if (!causeUnknown(a)) {
-    return "";
+    return NOTHING;
   }
   const items = [
     "unrouted aggregations: none found",
@@ -274,9 +278,9 @@ export function renderChecked(best: AttemptJson | undefined, meta: Obj, receptiv
   if (skip) {
     items.push(`receptive field: ${skip}`);
   }
-  return `<section id="checked"><h2>Cause unknown — what was checked</h2>
-<p>No auto-fix rule found evidence it could act on (attempt ${escapeHtml(attemptLabel(a))}).</p>
-<ul class="checked">${items.map((t) => `<li>${escapeHtml(t)}</li>`).join("")}</ul>
+  return html`<section id="checked"><h2>Cause unknown — what was checked</h2>
+<p>No auto-fix rule found evidence it could act on (attempt ${attemptLabel(a)}).</p>
+<ul class="checked">${items.map((t) => html`<li>${t}</li>`)}</ul>
 <p>Next: compare the failing outputs atom by atom (the outputs' worst index) for code that depends on which atoms a rank holds or on their order (e.g. <code>pos[0]</code>, <code>batch.num_atoms</code>, <code>positions.shape[0]</code>).</p>
 </section>`;
 }

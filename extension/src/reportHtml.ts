@@ -2,7 +2,9 @@
  * Report JSON → the report panel's HTML. Pure (no `vscode` import) so unit tests render fixtures directly.
  *
  * Safety rules, all enforced here:
- * - every string that comes from a report goes through `escapeHtml` (text and attribute values alike);
+ * - all markup is built with `reportMarkup.html`, which escapes every interpolated value (text and
+ *   attribute values alike) unless it is markup `html` made itself (`SafeHtml`): a report string cannot
+ *   reach the page unescaped, and the section renderers' `SafeHtml` return type keeps plain strings out;
  * - the page has a strict CSP: no default source, scripts and styles only with the per-render nonce (the
  *   one script is `extension/media/report.js`), images only from the webview itself or `data:`;
  * - charts are inline SVG drawn here; nothing is fetched from a CDN or any remote origin;
@@ -23,11 +25,24 @@ import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, fre
 import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { renderErrors, renderHelpers, renderLayers, renderPartition } from "./reportDetails";
 import { renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
-import { UNTRUSTED, VERDICT_LABEL, button, escapeHtml, fmt, jsonForScript, link } from "./reportMarkup";
+import {
+  NOTHING,
+  type SafeHtml,
+  UNTRUSTED,
+  VERDICT_LABEL,
+  button,
+  fmt,
+  html,
+  insertBeforeClosingTag,
+  joinHtml,
+  jsonForScript,
+  link,
+  unescaped,
+} from "./reportMarkup";
 import { type Obj, renderAttempts, renderOutputs } from "./reportSections";
 import { STYLE } from "./reportStyle";
 
-export { escapeHtml, fmt, jsonForScript } from "./reportMarkup";
+export { type SafeHtml, escapeHtml, fmt, html, joinHtml, jsonForScript } from "./reportMarkup";
 export { logDomain } from "./reportSections";
 export { firstDivergentModule, isLibraryFrame, partitionComposition, type ModuleLocation, type RankComposition } from "./reportDetails";
 
@@ -45,8 +60,9 @@ export interface RenderOptions {
 // ------------------------------------------------------------------------------------------------
 // page
 
+/** The whole page for `message` (or the empty page); total: a malformed report still renders. */
 export function renderReportHtml(message: ReportMessage | undefined, options: RenderOptions): string {
-  const nonce = escapeHtml(options.nonce);
+  const nonce = options.nonce;
   const csp = [
     "default-src 'none'",
     `img-src ${options.cspSource} data:`,
@@ -56,32 +72,32 @@ export function renderReportHtml(message: ReportMessage | undefined, options: Re
   ].join("; ");
   const body = message ? renderBodySafely(message, options.trusted !== false) : renderEmpty();
   const title = message ? `Distcheck: ${message.target}` : "Distcheck report";
-  return `<!DOCTYPE html>
+  return html`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="${escapeHtml(csp)}">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<title>${escapeHtml(title)}</title>
-<style nonce="${nonce}">${STYLE}</style>
+<title>${title}</title>
+<style nonce="${nonce}">${unescaped(STYLE)}</style>
 </head>
 <body>
 ${body}
-<script type="application/json" id="distcheck-state">${stateForScript(message)}</script>
-<script nonce="${nonce}" src="${escapeHtml(options.scriptUri)}"></script>
+<script type="application/json" id="distcheck-state">${unescaped(stateForScript(message))}</script>
+<script nonce="${nonce}" src="${options.scriptUri}"></script>
 </body>
 </html>
-`;
+`.toString();
 }
 
 /** The body, or — should a part outside every section throw — one error line instead of a blank page. */
-function renderBodySafely(message: ReportMessage, trusted: boolean): string {
+function renderBodySafely(message: ReportMessage, trusted: boolean): SafeHtml {
   try {
     return renderBody(message, trusted);
   } catch (error) {
     const p = new Problems();
     p.failed("the report", error);
-    return `<main data-verdict="error"><h1><span class="badge error" id="verdict">${escapeHtml(VERDICT_LABEL.error)}</span></h1>
+    return html`<main data-verdict="error"><h1><span class="badge error" id="verdict">${VERDICT_LABEL.error}</span></h1>
 ${problemLines(p)}
 <p>Run Validate again for a fresh report, or export this one to inspect it.</p>
 <div class="actions">${button("Export report JSON", "exportJson", { target: textOf(isRecord(message) ? message.target : "") })}</div></main>`;
@@ -97,50 +113,48 @@ function stateForScript(message: ReportMessage | undefined): string {
   }
 }
 
-function renderEmpty(): string {
-  return `<main class="empty"><h1>Distcheck report</h1>
+function renderEmpty(): SafeHtml {
+  return html`<main class="empty"><h1>Distcheck report</h1>
 <p>No report yet. Run <b>Distcheck: Validate distribution</b> from the Command Palette or a CodeLens above a model factory.</p></main>`;
 }
 
 /** The error lines of one section: what could not be shown, and which lists were cut. */
-function problemLines(p: Problems): string {
-  const shown = p.lines.slice(0, 8).map((l) => `<p class="report-error">this part of the report could not be shown: ${escapeHtml(l)}</p>`);
+function problemLines(p: Problems): SafeHtml {
+  const shown = p.lines.slice(0, 8).map((l) => html`<p class="report-error">this part of the report could not be shown: ${l}</p>`);
   if (p.lines.length > 8) {
-    shown.push(`<p class="report-error">… and ${p.lines.length - 8} more malformed fields in this part</p>`);
+    shown.push(html`<p class="report-error">… and ${p.lines.length - 8} more malformed fields in this part</p>`);
   }
   for (const note of p.notes.slice(0, 8)) {
-    shown.push(`<p class="report-note dim">${escapeHtml(note)}</p>`);
+    shown.push(html`<p class="report-note dim">${note}</p>`);
   }
-  return shown.join("\n");
+  return joinHtml(shown, "\n");
 }
 
 /**
  * One section, rendered so that nothing in it can blank the page: the section's problems (and any
  * exception its renderer throws) become error lines inside it, and `all` collects them for the header.
  */
-function guarded(id: string, title: string, all: Problems, render: (p: Problems) => string): string {
+function guarded(id: string, title: string, all: Problems, render: (p: Problems) => SafeHtml): SafeHtml {
   const p = new Problems();
-  let html: string;
+  let section: SafeHtml;
   try {
-    html = render(p);
+    section = render(p);
   } catch (error) {
     p.failed(`the ${title.toLowerCase()} section`, error);
-    html = "";
+    section = NOTHING;
   }
   all.lines.push(...p.lines);
   if (p.empty) {
-    return html;
+    return section;
   }
   const lines = problemLines(p);
-  for (const close of ["</section>", "</header>"]) {
-    if (html.endsWith(close)) {
-      return `${html.slice(0, -close.length)}${lines}\n${close}`;
-    }
-  }
-  return `${html}<section id="${escapeHtml(id)}"><h2>${escapeHtml(title)}</h2>${lines}</section>`;
+  return (
+    insertBeforeClosingTag(section, ["</section>", "</header>"], html`${lines}\n`) ??
+    html`${section}<section id="${id}"><h2>${title}</h2>${lines}</section>`
+  );
 }
 
-function renderBody(message: ReportMessage, trusted: boolean): string {
+function renderBody(message: ReportMessage, trusted: boolean): SafeHtml {
   const all = new Problems();
   const top = new Problems(); // problems of the message itself: shown in the summary
   const root = new Reader(isRecord(message) ? message : {}, "", top);
@@ -174,11 +188,11 @@ function renderBody(message: ReportMessage, trusted: boolean): string {
     hr.bool("ok");
     hr.count("best_attempt");
     hr.str("verdict");
-    return `<header class="head">
-<h1><span class="badge ${escapeHtml(verdict)}" id="verdict">${escapeHtml(VERDICT_LABEL[verdict] ?? verdict)}</span> <span class="target">${escapeHtml(target)}</span></h1>
-<p class="headline" id="headline">${escapeHtml(headline({ ...view, next_action: nextAction }))}</p>
+    return html`<header class="head">
+<h1><span class="badge ${verdict}" id="verdict">${VERDICT_LABEL[verdict] ?? verdict}</span> <span class="target">${target}</span></h1>
+<p class="headline" id="headline">${headline({ ...view, next_action: nextAction })}</p>
 ${renderNextAction(nextAction)}
-${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ""}
+${notice ? html`<p class="notice">${notice}</p>` : NOTHING}
 ${renderMeta(hr.rec("meta", { required: true }), fix, specUri)}
 <div class="actions">
 ${button("Apply best spec", "applyBestSpec", { target }, trusted ? undefined : UNTRUSTED)}
@@ -189,7 +203,7 @@ ${button("Validate again", "validate", { target }, trusted ? undefined : UNTRUST
   });
   const at = (a: AttemptJson): string => paths.get(a) ?? "report.attempts[?]";
   const meta = isRecord(report.meta) ? report.meta : {};
-  const parts: string[] = [];
+  const parts: SafeHtml[] = [];
   parts.push(
     guarded("attempts", "Attempts", all, (p) => {
       p.lines.push(...listed.lines);
@@ -212,27 +226,25 @@ ${button("Validate again", "validate", { target }, trusted ? undefined : UNTRUST
   parts.push(
     guarded("spec", "Spec", all, () => {
       const spec = JSON.stringify(report.spec ?? null, null, 2) ?? "null";
-      return `<section id="spec"><details data-key="spec"><summary><h2>Spec (${escapeHtml(
-        report.ok === true ? "working" : "best tried",
-      )})</h2></summary><pre class="json">${escapeHtml(spec)}</pre></details></section>`;
+      return html`<section id="spec"><details data-key="spec"><summary><h2>Spec (${
+        report.ok === true ? "working" : "best tried"
+      })</h2></summary><pre class="json">${spec}</pre></details></section>`;
     }),
   );
   const warning = all.lines.length
-    ? `<p class="report-error" id="malformed">Parts of this report are malformed (${escapeHtml(
-        `${all.lines.length} field${all.lines.length === 1 ? "" : "s"}`,
-      )}) and are marked below; the rest is shown. A report from another distcheck version can do this: run Validate again for a fresh one.</p>`
-    : "";
-  return [`<main data-verdict="${escapeHtml(verdict)}">`, head, warning, ...parts, "</main>"].join("\n");
+    ? html`<p class="report-error" id="malformed">Parts of this report are malformed (${`${all.lines.length} field${
+        all.lines.length === 1 ? "" : "s"
+      }`}) and are marked below; the rest is shown. A report from another distcheck version can do this: run Validate again for a fresh one.</p>`
+    : NOTHING;
+  return joinHtml([html`<main data-verdict="${verdict}">`, head, warning, ...parts, html`</main>`], "\n");
 }
 
-function renderNextAction(nextAction: string): string {
+function renderNextAction(nextAction: string): SafeHtml {
   const lines = freeString(nextAction).split("\n").filter((l) => l.trim() !== "");
   if (lines.length <= 1) {
-    return "";
+    return NOTHING;
   }
-  return `<ul class="next-action">${capped(lines.slice(1), "report.next_action", new Problems())
-    .map((l) => `<li>${escapeHtml(l)}</li>`)
-    .join("")}</ul>`;
+  return html`<ul class="next-action">${capped(lines.slice(1), "report.next_action", new Problems()).map((l) => html`<li>${l}</li>`)}</ul>`;
 }
 
 /** The path of a `file:` URI (`file:///c%3A/x` → `c:/x`), or undefined for other schemes. */
@@ -250,8 +262,8 @@ export function fileUriToPath(uri: string): string | undefined {
   return /^\/[a-zA-Z]:/.test(p) ? p.slice(1) : p;
 }
 
-function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specUri: string | null): string {
-  const cells: string[] = [];
+function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specUri: string | null): SafeHtml {
+  const cells: SafeHtml[] = [];
   if (m) {
     for (const key of ["world_size", "device", "backend"]) {
       const v = m.raw(key);
@@ -260,7 +272,7 @@ function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specU
       }
       const ok = key === "world_size" ? m.count(key) !== undefined : m.str(key) !== undefined;
       if (ok) {
-        cells.push(`${escapeHtml(key.replace("_", " "))} <b>${escapeHtml(fmt(v))}</b>`);
+        cells.push(html`${key.replace("_", " ")} <b>${fmt(v)}</b>`);
       }
     }
     for (const key of ["atol", "rtol"]) {
@@ -273,23 +285,23 @@ function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specU
         for (const [name, t] of bad.slice(0, 3)) {
           m.problems.wrong(`${m.pathOf(key)}[${JSON.stringify(name)}]`, t, "a number");
         }
-        cells.push(`${key} <b>${escapeHtml(JSON.stringify(v))}</b>`);
+        cells.push(html`${key} <b>${JSON.stringify(v)}</b>`);
       } else if (m.num(key) !== undefined) {
-        cells.push(`${key} <b>${escapeHtml(fmt(v))}</b>`);
+        cells.push(html`${key} <b>${fmt(v)}</b>`);
       }
     }
     const versions = m.entries("versions");
     if (versions.length) {
-      cells.push(versions.map(([k, v]) => `${escapeHtml(k)} ${escapeHtml(freeString(v))}`).join(", "));
+      cells.push(joinHtml(versions.map(([k, v]) => html`${k} ${freeString(v)}`), ", "));
     }
   }
-  const fix = fixApplied ? `<p class="fix">Fix applied: ${escapeHtml(fixApplied)}</p>` : "";
+  const fix = fixApplied ? html`<p class="fix">Fix applied: ${fixApplied}</p>` : NOTHING;
   const specPath = specUri ? fileUriToPath(specUri) : undefined;
   const spec = specUri
-    ? `<p class="spec-uri">Spec file: ${
-        specPath ? link(specPath, "openFile", { file: specPath, line: 1 }, "Open the spec file") : `<code>${escapeHtml(specUri)}</code>`
+    ? html`<p class="spec-uri">Spec file: ${
+        specPath ? link(specPath, "openFile", { file: specPath, line: 1 }, "Open the spec file") : html`<code>${specUri}</code>`
       }</p>`
-    : "";
-  return `<p class="meta">${cells.join(" · ")}</p>${fix}${spec}`;
+    : NOTHING;
+  return html`<p class="meta">${joinHtml(cells, " · ")}</p>${fix}${spec}`;
 }
 

@@ -1,6 +1,11 @@
 /**
- * The report panel's markup primitives: escaping, number formatting, links and buttons with
- * `data-action`. Pure (no `vscode` import).
+ * The report panel's markup primitives: the escaping-by-default `html` template, number formatting,
+ * links and buttons with `data-action`. Pure (no `vscode` import).
+ *
+ * Every piece of the panel's markup is a `SafeHtml`, and only `html` (or `joinHtml`, or `unescaped`
+ * for the two constant blocks that must not be entity-escaped) makes one: a value interpolated into
+ * `html` is escaped unless it is already `SafeHtml`, so a report string that is forgotten raw is
+ * still escaped, and markup built by `html` is never escaped twice.
  */
 
 import { textOf, toNumber, freeString } from "./report";
@@ -13,6 +18,80 @@ const HTML_ESCAPES: Record<string, string> = {
   "'": "&#39;",
   "`": "&#96;",
 };
+
+/**
+ * Markup made by `html`: interpolated as is, never escaped again. The class is not exported and its
+ * `#text` field makes the type nominal, so no other module can make one except through this module's
+ * functions.
+ */
+class Markup {
+  readonly #text: string;
+
+  constructor(text: string) {
+    this.#text = text;
+  }
+
+  toString(): string {
+    return this.#text;
+  }
+}
+
+/** Markup that is safe as it stands (made only by `html`, `joinHtml`, `unescaped` and the helpers below). */
+export type SafeHtml = Markup;
+
+function trust(text: string): SafeHtml {
+  return new Markup(text);
+}
+
+/** One interpolated value as markup: `SafeHtml` as is, arrays element by element, the rest escaped. */
+function markupOf(value: unknown): string {
+  if (value instanceof Markup) {
+    return value.toString();
+  }
+  if (Array.isArray(value)) {
+    return value.map(markupOf).join("");
+  }
+  return escapeHtml(value);
+}
+
+/**
+ * Tagged template for the panel's markup: the literal parts are kept as written, every interpolation
+ * goes through `markupOf` (escaped unless `SafeHtml`; arrays joined). Text and quoted attribute values
+ * alike are safe; `null`/`undefined` interpolate as nothing.
+ */
+export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+  let out = strings[0] ?? "";
+  values.forEach((value, i) => {
+    out += markupOf(value) + (strings[i + 1] ?? "");
+  });
+  return trust(out);
+}
+
+/** `items` as one piece of markup, each escaped unless `SafeHtml`, with `separator` (escaped too) between. */
+export function joinHtml(items: readonly unknown[], separator: string): SafeHtml {
+  return trust(items.map(markupOf).join(escapeHtml(separator)));
+}
+
+/**
+ * `text` as markup without escaping: only for blocks where entities would not be decoded and whose
+ * content is made safe otherwise — the constant style sheet and `jsonForScript`'s JSON. Never report text.
+ */
+export function unescaped(text: string): SafeHtml {
+  return trust(text);
+}
+
+/**
+ * `markup` with `insert` placed before its closing tag when it ends with one of `closers` (e.g.
+ * `"</section>"`), else undefined. Cutting markup at a tag boundary keeps it markup.
+ */
+export function insertBeforeClosingTag(markup: SafeHtml, closers: readonly string[], insert: SafeHtml): SafeHtml | undefined {
+  const text = markup.toString();
+  const close = closers.find((c) => /^<\/[a-z][a-z0-9]*>$/.test(c) && text.endsWith(c));
+  return close === undefined ? undefined : trust(`${text.slice(0, -close.length)}${insert.toString()}${close}`);
+}
+
+/** The empty markup (a section that has nothing to show). */
+export const NOTHING: SafeHtml = trust("");
 
 /** Text safe in HTML element content and in quoted attribute values. */
 export function escapeHtml(value: unknown): string {
@@ -52,21 +131,25 @@ export function fmt(value: unknown): string {
   return String(Number(x.toPrecision(3)));
 }
 
-export function attr(name: string, value: unknown): string {
-  return ` ${name}="${escapeHtml(value)}"`;
+/** ` name="value"` with the value escaped (`name` is one of the renderer's own attribute names). */
+export function attr(name: string, value: unknown): SafeHtml {
+  return trust(` ${escapeHtml(name)}="${escapeHtml(value)}"`);
 }
 
-export function action(name: string, args: Record<string, unknown>): string {
-  return `${attr("data-action", name)}${attr("data-args", JSON.stringify(args))}`;
+/** The `data-action` / `data-args` pair the page script turns into a posted message. */
+export function action(name: string, args: Record<string, unknown>): SafeHtml {
+  return html`${attr("data-action", name)}${attr("data-args", JSON.stringify(args))}`;
 }
 
-export function button(label: string, name: string, args: Record<string, unknown>, disabledReason?: string): string {
-  const disabled = disabledReason ? `${attr("title", disabledReason)} disabled` : "";
-  return `<button type="button"${action(name, args)}${disabled}>${escapeHtml(label)}</button>`;
+/** A button that posts `name` with `args`; disabled (with the reason as its tooltip) when `disabledReason` is set. */
+export function button(label: string, name: string, args: Record<string, unknown>, disabledReason?: string): SafeHtml {
+  const disabled = disabledReason ? html`${attr("title", disabledReason)} disabled` : NOTHING;
+  return html`<button type="button"${action(name, args)}${disabled}>${label}</button>`;
 }
 
-export function link(label: string, name: string, args: Record<string, unknown>, title?: string): string {
-  return `<a href="#"${action(name, args)}${title ? attr("title", title) : ""}>${escapeHtml(label)}</a>`;
+/** A link that posts `name` with `args`, with an optional tooltip. */
+export function link(label: string, name: string, args: Record<string, unknown>, title?: string): SafeHtml {
+  return html`<a href="#"${action(name, args)}${title ? attr("title", title) : NOTHING}>${label}</a>`;
 }
 
 export const VERDICT_LABEL: Record<string, string> = {

@@ -5,16 +5,17 @@
 
 import { type AttemptJson, isRecord, toleranceFor } from "./report";
 import { type Problems, Reader, asNumber, capped } from "./reportCheck";
-import { escapeHtml, fmt } from "./reportMarkup";
+import { type SafeHtml, fmt, html, joinHtml } from "./reportMarkup";
 
 // ------------------------------------------------------------------------------------------------
 // attempts
 
 export type Obj = Record<string, unknown>;
 
-export function renderAttempts(all: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): string {
+/** The attempts table: rule, rationale, result, failing outputs and handlers fired per attempt. */
+export function renderAttempts(all: AttemptJson[], p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   if (all.length === 0) {
-    return `<section id="attempts"><h2>Attempts</h2><p>No attempt ran.</p></section>`;
+    return html`<section id="attempts"><h2>Attempts</h2><p>No attempt ran.</p></section>`;
   }
   const attempts = capped(all, "report.attempts", p);
   const rows = attempts.map((attempt) => {
@@ -25,23 +26,23 @@ export function renderAttempts(all: AttemptJson[], p: Problems, at: (a: AttemptJ
     const result = hasError && !failing.length ? "error" : passed ? "pass" : "fail";
     const counts = a.entries("handler_counts");
     const handlers = counts.length
-      ? `<ul class="handlers">${counts
-          .map(([name, n]) => `<li><code>${escapeHtml(name)}</code> ×${escapeHtml(fmt(checkedCount(n, `${a.pathOf("handler_counts")}[${JSON.stringify(name)}]`, p)))}</li>`)
-          .join("")}</ul>`
-      : `<span class="dim">none fired</span>`;
+      ? html`<ul class="handlers">${counts.map(
+          ([name, n]) => html`<li><code>${name}</code> ×${fmt(checkedCount(n, `${a.pathOf("handler_counts")}[${JSON.stringify(name)}]`, p))}</li>`,
+        )}</ul>`
+      : html`<span class="dim">none fired</span>`;
     const rule = a.str("rule");
-    return `<tr class="${result}">
-<td>${escapeHtml(fmt(a.count("index", { required: true }) ?? "?"))}</td>
-<td>${rule ? `<code>${escapeHtml(rule)}</code>` : `<span class="dim">initial</span>`}</td>
-<td>${escapeHtml(a.str("rationale") ?? "")}${a.bool("reused_run") ? ` <span class="dim">(re-consolidated)</span>` : ""}</td>
+    return html`<tr class="${result}">
+<td>${fmt(a.count("index", { required: true }) ?? "?")}</td>
+<td>${rule ? html`<code>${rule}</code>` : html`<span class="dim">initial</span>`}</td>
+<td>${a.str("rationale") ?? ""}${a.bool("reused_run") ? html` <span class="dim">(re-consolidated)</span>` : ""}</td>
 <td class="result ${result}">${result === "pass" ? "✓ pass" : result === "error" ? "✗ error" : "✗ fail"}</td>
-<td>${failing.length ? failing.map((n) => `<code>${escapeHtml(n)}</code>`).join(" ") : `<span class="dim">–</span>`}</td>
+<td>${failing.length ? joinHtml(failing.map((n) => html`<code>${n}</code>`), " ") : html`<span class="dim">–</span>`}</td>
 <td>${handlers}</td>
 </tr>`;
   });
-  return `<section id="attempts"><h2>Attempts</h2>
+  return html`<section id="attempts"><h2>Attempts</h2>
 <table class="attempts"><thead><tr><th>#</th><th>rule</th><th>rationale</th><th>result</th><th>failing outputs</th><th>handlers fired</th></tr></thead>
-<tbody>${rows.join("\n")}</tbody></table></section>`;
+<tbody>${joinHtml(rows, "\n")}</tbody></table></section>`;
 }
 
 /** The failing outputs of an attempt: `failing_outputs` when written (strings), else from its verdicts. */
@@ -87,7 +88,8 @@ interface Bar {
   ok: boolean;
 }
 
-export function renderOutputs(a: Reader, meta: Obj): string {
+/** The best attempt's outputs: max abs / rel diff against atol / rtol per output, as a table and a log-scale chart. */
+export function renderOutputs(a: Reader, meta: Obj): SafeHtml {
   const verdicts = a.rec("verdicts");
   const absDiffs = a.rec("max_abs_diff");
   const relDiffs = a.rec("max_rel_diff");
@@ -98,9 +100,9 @@ export function renderOutputs(a: Reader, meta: Obj): string {
   );
   const index = fmt(a.count("index") ?? "?");
   if (names.length === 0) {
-    return `<section id="outputs"><h2>Outputs</h2><p>No outputs were compared (attempt ${escapeHtml(index)}).</p></section>`;
+    return html`<section id="outputs"><h2>Outputs</h2><p>No outputs were compared (attempt ${index}).</p></section>`;
   }
-  const rows: string[] = [];
+  const rows: SafeHtml[] = [];
   const bars: Bar[][] = [];
   for (const name of names) {
     const v = verdicts ? Reader.of(verdicts.raw(name), verdicts.pathOf(name), a.problems, false) : undefined;
@@ -113,17 +115,17 @@ export function renderOutputs(a: Reader, meta: Obj): string {
     const statusText = v?.str("status") ?? "?";
     const status = v ? (passed ? statusText : `${statusText} (${fmt(v.count("n_failing"))}/${fmt(v.count("n_total"))})`) : "–";
     const worst = v ? worstIndex(v) : "";
-    rows.push(`<tr class="${passed === false ? "fail" : passed ? "pass" : ""}"><td><code>${escapeHtml(name)}</code></td><td>${escapeHtml(kind)}</td>
-<td>${escapeHtml(fmt(absDiff))}</td><td>${escapeHtml(fmt(atol))}</td><td>${escapeHtml(fmt(relDiff))}</td><td>${escapeHtml(fmt(rtol))}</td>
-<td class="result">${escapeHtml(status + (passed === false ? worst : ""))}</td></tr>`);
+    rows.push(html`<tr class="${passed === false ? "fail" : passed ? "pass" : ""}"><td><code>${name}</code></td><td>${kind}</td>
+<td>${fmt(absDiff)}</td><td>${fmt(atol)}</td><td>${fmt(relDiff)}</td><td>${fmt(rtol)}</td>
+<td class="result">${status + (passed === false ? worst : "")}</td></tr>`);
     bars.push([
       { label: `${name} abs`, value: absDiff, tol: atol, ok: isWithin(absDiff, atol, passed) },
       { label: `${name} rel`, value: relDiff, tol: rtol, ok: isWithin(relDiff, rtol, passed) },
     ]);
   }
-  return `<section id="outputs"><h2>Outputs (attempt ${escapeHtml(index)})</h2>
+  return html`<section id="outputs"><h2>Outputs (attempt ${index})</h2>
 <table class="outputs"><thead><tr><th>output</th><th>kind</th><th>max abs</th><th>atol</th><th>max rel</th><th>rtol</th><th>status</th></tr></thead>
-<tbody>${rows.join("\n")}</tbody></table>
+<tbody>${joinHtml(rows, "\n")}</tbody></table>
 ${renderDiffChart(bars.flat())}
 <p class="legend"><span class="sw ok"></span> within tolerance <span class="sw bad"></span> beyond tolerance <span class="sw tolmark"></span> tolerance (log scale)</p>
 </section>`;
@@ -174,7 +176,7 @@ export function logDomain(values: Array<number | undefined>): [number, number] {
   return [lo, hi];
 }
 
-function renderDiffChart(bars: Bar[]): string {
+function renderDiffChart(bars: Bar[]): SafeHtml {
   const [lo, hi] = logDomain(bars.flatMap((b) => [b.value, b.tol]));
   const labelW = 150;
   const plotW = 380;
@@ -188,46 +190,42 @@ function renderDiffChart(bars: Bar[]): string {
     const lv = Math.min(Math.max(Math.log10(v), lo), hi);
     return labelW + ((lv - lo) / (hi - lo)) * plotW;
   };
-  const out: string[] = [];
+  const out: SafeHtml[] = [];
   out.push(
-    `<svg class="chart diff-chart" role="img" aria-label="max differences against tolerances, log scale" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
+    html`<svg class="chart diff-chart" role="img" aria-label="max differences against tolerances, log scale" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
   );
   const every = Math.max(1, Math.ceil((hi - lo) / 8)); // at most ~8 labelled decades
   for (let d = lo; d <= hi; d++) {
     const gx = x(10 ** d).toFixed(1);
-    out.push(`<line class="grid" x1="${gx}" y1="${top}" x2="${gx}" y2="${top + bars.length * rowH}"/>`);
+    out.push(html`<line class="grid" x1="${gx}" y1="${top}" x2="${gx}" y2="${top + bars.length * rowH}"/>`);
     if ((d - lo) % every === 0) {
-      out.push(`<text class="axis" x="${gx}" y="${height - 6}" text-anchor="middle">1e${d}</text>`);
+      out.push(html`<text class="axis" x="${gx}" y="${height - 6}" text-anchor="middle">1e${d}</text>`);
     }
   }
   bars.forEach((b, i) => {
     const y = top + i * rowH;
     const cls = b.ok ? "ok" : "bad";
-    out.push(`<text class="label" x="${labelW - 6}" y="${y + 14}" text-anchor="end">${escapeHtml(b.label)}</text>`);
+    out.push(html`<text class="label" x="${labelW - 6}" y="${y + 14}" text-anchor="end">${b.label}</text>`);
     let valueText: string;
     if (b.value === undefined) {
       valueText = "n/a";
     } else if (b.value === 0) {
       valueText = "0";
-      out.push(`<rect class="bar ${cls}" x="${labelW}" y="${y + 4}" width="2" height="${rowH - 8}"/>`);
+      out.push(html`<rect class="bar ${cls}" x="${labelW}" y="${y + 4}" width="2" height="${rowH - 8}"/>`);
     } else {
       const end = Number.isFinite(b.value) && b.value > 0 ? x(b.value) : labelW + plotW;
       const w = Math.max(end - labelW, 2).toFixed(1);
-      out.push(`<rect class="bar ${cls}" x="${labelW}" y="${y + 4}" width="${w}" height="${rowH - 8}"><title>${escapeHtml(
-        `${b.label}: ${fmt(b.value)}`,
-      )}</title></rect>`);
+      out.push(html`<rect class="bar ${cls}" x="${labelW}" y="${y + 4}" width="${w}" height="${rowH - 8}"><title>${`${b.label}: ${fmt(b.value)}`}</title></rect>`);
       valueText = fmt(b.value);
     }
     if (b.tol !== undefined && Number.isFinite(b.tol) && b.tol > 0) {
       const tx = x(b.tol).toFixed(1);
-      out.push(`<line class="tol" x1="${tx}" y1="${y + 1}" x2="${tx}" y2="${y + rowH - 1}"><title>${escapeHtml(
-        `tolerance ${fmt(b.tol)}`,
-      )}</title></line>`);
+      out.push(html`<line class="tol" x1="${tx}" y1="${y + 1}" x2="${tx}" y2="${y + rowH - 1}"><title>tolerance ${fmt(b.tol)}</title></line>`);
     }
     const rel = b.tol === undefined ? "" : b.ok ? ` ≤ ${fmt(b.tol)}` : ` > ${fmt(b.tol)}`;
-    out.push(`<text class="value ${cls}" x="${labelW + plotW + 6}" y="${y + 14}">${escapeHtml(valueText + rel)}</text>`);
+    out.push(html`<text class="value ${cls}" x="${labelW + plotW + 6}" y="${y + 14}">${valueText + rel}</text>`);
   });
-  out.push("</svg>");
-  return out.join("");
+  out.push(html`</svg>`);
+  return html`${out}`;
 }
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import cli_args
 from .cli_args import cli_options
-from .cli_junit import junit_xml
 from .cli_output import Printer, one_line, print_error
 from .cli_report import error_report, save_spec_state, show_and_write
 from .cli_target import prior_spec, resolve_target
@@ -45,6 +44,7 @@ from .jobs.target import Target
 from .option_check import ConfigError, check_options
 from .options import CLI, OPTIONS
 from .rank_limits import check_rank_count
+from .report.junit import junit_xml
 
 if TYPE_CHECKING:
     from .report import TraceReport

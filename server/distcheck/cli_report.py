@@ -8,14 +8,21 @@ import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .cli_junit import suite_name, write_junit
 from .cli_output import Printer, print_error, rank_tag
-from .targets import ConfigError, Target
+from .report.junit import write_junit
+from .targets import ConfigError, Target, is_path_reference
 
 if TYPE_CHECKING:
     from .report import TraceReport
 
-__all__ = ["error_report", "save_spec_state", "show_and_write", "write_text"]
+__all__ = ["error_report", "save_spec_state", "show_and_write", "suite_name", "write_text"]
+
+
+def suite_name(reference: str) -> str:
+    """`stem.attr` for a factory reference (`path/model.py:make` → `model.make`), as JUnit names the suite."""
+    where, _, attr = reference.rpartition(":")
+    stem = os.path.splitext(os.path.basename(where))[0] if is_path_reference(where) else where
+    return f"{stem}.{attr}"
 
 
 def write_text(path: str, text: str) -> None:

@@ -207,7 +207,8 @@ describe("escaping (XSS)", () => {
     attempt.partition_health = { per_rank: { [EVIL]: { owned: 1, halo: 1, remote: 1 } }, degenerate: [EVIL] };
     attempt.error = { type: EVIL, message: EVIL, rank: 0, phase: EVIL, frames: [{ file: EVIL, line: 1, function: EVIL }], hint: EVIL, traceback: `</script>${EVIL}` };
     report.next_action = `${EVIL}\nsecond ${EVIL}`;
-    report.meta = { world_size: EVIL, device: EVIL, atol: { [EVIL]: 1 }, versions: { [EVIL]: EVIL } };
+    // a string where the schema says number (world_size): the panel must still escape it
+    report.meta = { world_size: EVIL, device: EVIL, atol: { [EVIL]: 1 }, versions: { [EVIL]: EVIL } } as unknown as typeof report.meta;
     report.spec = { evil: `</script>${EVIL}` };
     report.fix_applied = EVIL;
     return { target: EVIL, specUri: `file:///${EVIL}`, report, notice: EVIL };

@@ -193,11 +193,17 @@ def rich_report() -> TraceReport:
         rule="autofix.detach_check",
         rationale="re-run with the autograd check relaxed",
         helpers=[_helper()],
-        layer_divergence={
-            "first_module": "interactions.1.message",
-            "file": "/proj/layers/message.py",
-            "line": 55,
-            "max_abs_diff": math.inf,
+        layer_divergence={  # the shape `validate.layers.compare_layers` writes, plus an int-keyed dict
+            "first_divergent": {
+                "module": "interactions.1.message",
+                "class": "pkg.layers.Message",
+                "key": "interactions.1.message#0",
+                "rel_diff": math.inf,
+                "ranks_sum": [1.0, -math.inf],
+                "ref_sum": [1.0, 2.0],
+            },
+            "checked": 7,
+            "max_rel_diff": math.inf,
             "per_rank": {0: -math.inf, 1: 0.5},
         },
     )
@@ -249,7 +255,7 @@ def test_json_is_strict_utf8_json(rich_report: TraceReport) -> None:
     assert parsed["attempts"][1]["failing_outputs"] == ["energy", "forces"]
     assert parsed["attempts"][1]["helper_diagnostics"][0]["qualname"] == "aimnet.nbops.mol_sum"
     assert parsed["attempts"][1]["helper_diagnostics"][0]["n_calls_per_rank"] == {"0": 2, "1": 2}
-    assert parsed["attempts"][1]["layer_divergence"]["max_abs_diff"] == "Infinity"
+    assert parsed["attempts"][1]["layer_divergence"]["max_rel_diff"] == "Infinity"
     assert parsed["attempts"][1]["layer_divergence"]["per_rank"] == {"0": "-Infinity", "1": 0.5}
     assert parsed["meta"]["timings"]["total"] == "Infinity"
     assert TraceReport.from_dict(parsed) == rich_report
@@ -265,7 +271,7 @@ def test_non_finite_floats_come_back(rich_report: TraceReport) -> None:
     assert math.isnan(again.attempts[2].timings["nan_timing"])
     ld = again.attempts[1].layer_divergence
     assert ld is not None
-    assert ld["max_abs_diff"] == math.inf
+    assert ld["max_rel_diff"] == math.inf and ld["first_divergent"]["ranks_sum"][1] == -math.inf
     assert ld["per_rank"][0] == -math.inf
     assert again.meta["timings"]["total"] == math.inf
     assert again.attempts[1].verdicts["energy"].max_abs_diff == 0.75
@@ -494,7 +500,7 @@ def test_render_text_contents(rich_report: TraceReport) -> None:
     assert "helper aimnet.nbops.mol_sum: pattern per_system_sum (0.93)" in text
     assert "suspected gap: per-rank results are partial sums" in text
     assert orjson.dumps(REMEDY).decode() in text
-    assert "first divergent module: interactions.1.message (/proj/layers/message.py:55), max abs inf" in text
+    assert "first divergent module: interactions.1.message (pkg.layers.Message), rel diff inf" in text
     assert "rank 0: owned 7 halo 4 remote 5; rank 1: owned 5 halo 6 remote 7" in text
     assert "re-consolidated an earlier run" in text
     assert text.count("flagged helper") == 1  # the wrapped helper of the passing attempt is not flagged
@@ -559,11 +565,11 @@ def test_import_does_not_import_torch() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-# -- trust-check records (report_checks) -----------------------------------------------------------
+# -- trust-check records (report.checks) -----------------------------------------------------------
 
 
 def _checked_report() -> TraceReport:
-    from distcheck.report_checks import ReceptiveField, RoundoffFloor, SampleWarning, SuspiciousOutput, SystemHealth
+    from distcheck.report import ReceptiveField, RoundoffFloor, SampleWarning, SuspiciousOutput, SystemHealth
 
     passed = _attempt(0, PRIOR, passed=True)
     passed.suspicious = [SuspiciousOutput("energy", "per_graph", 2.5e-7, 1e-13, 2.5e6, 100.0)]

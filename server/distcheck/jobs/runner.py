@@ -12,7 +12,7 @@ Protocol (JSON lines; requests on stdin, messages on the original stdout; see do
     → {"id": n, "method": "validate", "params": {"target": <Target.to_wire()>, "spec": <spec JSON> | null}}
     ← {"id": n, "event": "reference_started", "info": {…}}          (any number of progress events)
     ← {"id": n, "result": <TraceReport JSON>, "notice": str | null}
-      or {"id": n, "error": {"type", "message", "hint", "frames"}}
+      or {"id": n, "error": {"type", "message", "hint", "frames", "user_frame", "report"?}}
     → {"id": n, "method": "shutdown"}
 
 Anything else the process (or user code it imports) prints goes to stderr, which the daemon logs:
@@ -24,6 +24,7 @@ process this runner started and exits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -36,7 +37,7 @@ from typing import IO, Any
 
 from ..options import EDITOR
 
-__all__ = ["main", "validate"]
+__all__ = ["keep_spares_warm", "main", "validate"]
 
 NO_GPU_NOTICE = (
     "no GPU: validated on the CPU with gloo (validate_on_cpu), because torch in the runner sees no CUDA "
@@ -84,16 +85,17 @@ def _clean_info(info: Mapping[str, Any]) -> dict[str, Any]:
 
 def _frames(exc: BaseException) -> list[dict[str, Any]]:
     """Traceback frames of `exc` and of the exception it was raised from, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 5:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    frames: list[dict[str, Any]] = []
-    for item in reversed(chain):
-        for f in traceback.extract_tb(item.__traceback__):
-            frames.append({"file": os.path.abspath(f.filename), "line": f.lineno or 0, "function": f.name})
-    return frames
+    from ..runtime.frames import exception_frames
+
+    return [dataclasses.asdict(f) for f in exception_frames(exc)]
+
+
+def _user_frame(exc: BaseException) -> dict[str, Any] | None:
+    """Where the user's code is at fault (`runtime.frames`: a SyntaxError's own line first), or None."""
+    from ..runtime.frames import user_frame_of
+
+    found = user_frame_of(exc)
+    return None if found is None else dataclasses.asdict(found)
 
 
 def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
@@ -126,6 +128,15 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     return report, NO_GPU_NOTICE if FELL_BACK in notices else None
 
 
+def _setup_report(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The one-attempt report of a validation that did not start (it replaces the editor's last one)."""
+    from ..report import WorkerError
+    from ..validate.crash import setup_report
+
+    error = WorkerError.from_dict({**found, "rank": None, "phase": "setup"})
+    return setup_report(error, None).to_dict()
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
     from ..option_check import ConfigError
     from .setup_errors import setup_error
@@ -134,12 +145,14 @@ def _error(exc: BaseException) -> dict[str, Any]:
     if known is not None:
         message, hint = known
         kind = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
-        return {"type": kind, "message": message, "hint": hint, "frames": _frames(exc)}
+        found = {"type": kind, "message": message, "hint": hint, "frames": _frames(exc), "user_frame": _user_frame(exc)}
+        return {**found, "report": _setup_report(found)}
     return {
         "type": type(exc).__name__,
         "message": f"internal error: {type(exc).__name__}: {exc}",
         "hint": "this is a distcheck bug: report it with the traceback from the distcheck output channel",
         "frames": _frames(exc),
+        "user_frame": _user_frame(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
     }
 
@@ -185,6 +198,49 @@ def _warm_pool() -> None:
         process_context()
     except Exception as exc:  # the pool starts on first use anyway
         print(f"distcheck runner: could not pre-start the process pool: {exc}", file=sys.stderr, flush=True)
+
+
+KEEP_WARM_S = 600.0
+"""How long the runner keeps spares warm after a validation (DISTCHECK_SPARES_KEEP_S overrides)."""
+
+
+def _keep_seconds() -> float:
+    raw = os.environ.get("DISTCHECK_SPARES_KEEP_S", "").strip()
+    try:
+        return float(raw) if raw else KEEP_WARM_S
+    except ValueError:
+        return KEEP_WARM_S
+
+
+def keep_spares_warm(params: Mapping[str, Any], report: Any | None = None) -> None:
+    """Keep the spares of validations warm between them, for `_keep_seconds()` after the last one.
+
+    Before a validation (`report` None): the pool keeps what that validation wants when it ends
+    instead of dropping it. After one: the next validation of that shape (its devices and world size,
+    the packages its target's model imported, as `runtime.spares_cache` learned them) is prepared now.
+    Never raises: without spares every process is forked as before."""
+    try:
+        from ..runtime import spares
+
+        if not spares.enabled():
+            return
+        keep_s = _keep_seconds()
+        if report is None:
+            spares.keep_warm(idle_timeout_s=keep_s)
+            return
+        from ..runtime.spares_cache import packages_for
+
+        meta = getattr(report, "meta", None) or {}
+        devices, world_size = meta.get("devices"), meta.get("world_size")
+        if not isinstance(devices, list) or not isinstance(world_size, int) or world_size < 1:
+            spares.keep_warm(idle_timeout_s=keep_s)
+            return
+        target = params.get("target")
+        factory = target.get("factory") if isinstance(target, Mapping) else None
+        packages = packages_for(factory) if isinstance(factory, str) else []
+        spares.keep_warm([str(d) for d in devices], world_size, packages=packages, idle_timeout_s=keep_s)
+    except Exception as exc:  # spares are an optimisation: a validation never fails for them
+        print(f"distcheck runner: could not keep spares warm: {exc}", file=sys.stderr, flush=True)
 
 
 def main() -> int:
@@ -243,12 +299,15 @@ def main() -> int:
             def emit(event: str, info: Mapping[str, Any], req_id: Any = req_id) -> None:
                 channel.send({"id": req_id, "event": event, "info": _clean_info(info)})
 
+            params = request.get("params") or {}
+            keep_spares_warm(params)
             try:
-                report, notice = validate(request.get("params") or {}, emit)
+                report, notice = validate(params, emit)
             except Exception as exc:
                 channel.send({"id": req_id, "error": _error(exc)})
                 continue
             channel.raw(f'{{"id": {json.dumps(req_id)}, "notice": {json.dumps(notice)}, "result": {report.to_json()}}}')
+            keep_spares_warm(params, report)
         else:
             channel.send(
                 {

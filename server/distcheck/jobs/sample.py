@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from ..option_check import ConfigError
@@ -27,16 +26,14 @@ if TYPE_CHECKING:
 
 __all__ = ["add_dtype_hint", "import_object", "is_dtype_mismatch", "load_sample", "source_of", "where_raised"]
 
-_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def where_raised(exc: BaseException) -> str:
-    """`" (at file:line in function)"` for the innermost frame outside distcheck, or ""."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_DISTCHECK_DIR)]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" (at {f.filename}:{f.lineno} in {f.name})"
+    """`" (at file:line in function)"` for the user frame of `exc` (`runtime.frames`: a SyntaxError's
+    own line, else the innermost frame in the user's code), or ""."""
+    from ..runtime.frames import user_frame_of
+
+    f = user_frame_of(exc)
+    return "" if f is None else f" (at {f.file}:{f.line} in {f.function})"
 
 
 def import_object(reference: str, what: str) -> Any:

@@ -181,16 +181,7 @@ def workspace_edit(
     index = LineIndex(current, encoding)
     plain: list[types.TextEdit] = []
     for e in minimal_edits(current, new_text):
-        span = index.span(e.start, e.end)
-        plain.append(
-            types.TextEdit(
-                range=types.Range(
-                    start=types.Position(line=span.start_line, character=span.start_char),
-                    end=types.Position(line=span.end_line, character=span.end_char),
-                ),
-                new_text=e.new_text,
-            )
-        )
+        plain.append(types.TextEdit(range=index.range(e.start, e.end), new_text=e.new_text))
     if not document_changes:
         return types.WorkspaceEdit(changes={uri: plain})
     edits: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = list(plain)

@@ -220,12 +220,10 @@ def _worker_errors(p: Placer, report: TraceReport) -> None:
         where = "the reference run" if e.rank is None or e.rank < 0 else f"rank {e.rank}"
         phase = f" during {e.phase}" if e.phase else ""
         message = f"{e.hint}\n{e.type} on {where}{phase}: {e.message}" if e.hint else f"{e.type}: {e.message}"
-        frames = [f.to_dict() for f in e.frames]
-        frame = locate.innermost_user_frame(frames, p.ctx.roots)
         data = {"attempt": attempt.index, "type": e.type}
-        if frame is not None:
-            path = str(frame["file"])
-            p.add(path, p.line_span(path, int(frame["line"])), "worker-error", message, ERROR, **data)
+        frame = e.user_frame  # found where the error happened (runtime.frames); never guessed here
+        if frame is not None and p.ctx.text(frame.file) is not None:
+            p.add(frame.file, p.line_span(frame.file, frame.line), "worker-error", message, ERROR, **data)
             continue
         fallback = p.factory(report)
         if fallback is not None:
@@ -317,16 +315,17 @@ def report_diagnostics(report: TraceReport, ctx: PlaceContext) -> dict[str, list
 
 
 def runner_error_diagnostics(
-    error_type: str, message: str, hint: str, frames: Sequence[Mapping[str, Any]], ctx: PlaceContext
+    error_type: str, message: str, hint: str, user_frame: Mapping[str, Any] | None, ctx: PlaceContext
 ) -> dict[str, list[types.Diagnostic]]:
     """A `worker-error` for a validation that could not start (the factory or sample failed to import,
-    a bad spec ...), at the innermost frame in the user's code, else on the factory."""
+    a bad spec ...), at the runner's `user_frame` (`{"file", "line", "function"}`: a SyntaxError's own
+    line, else the innermost frame in the user's code) when that file can be read, else on the factory."""
     p = Placer(ctx)
     text = f"{message}\nWhat to do: {hint}" if hint else message
-    frame = locate.innermost_user_frame(list(frames), ctx.roots)
+    frame = user_frame
     data = {"type": error_type}
-    if frame is not None:
-        path = str(frame["file"])
+    path = str(frame.get("file")) if frame is not None else ""
+    if frame is not None and isinstance(frame.get("line"), int) and ctx.text(path) is not None:
         p.add(path, p.line_span(path, int(frame["line"])), "worker-error", text, ERROR, **data)
         return p.out
     where = p.factory(None)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..report import Attempt, RankDisagreement, TraceReport, UnroutedOp
-from ..report_checks import SuspiciousOutput
+from ..report import Attempt, RankDisagreement, SuspiciousOutput, TraceReport, UnroutedOp
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span

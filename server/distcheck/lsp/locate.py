@@ -4,8 +4,8 @@ The daemon must not import user code (or torch), so everything it places in an e
 report (file + line) or from these scans: module-scope definitions (the factory's `def`, the sample),
 the `class` line of a module type named `package.module.QualName`, the call sites of a third-party
 helper (`alias.mol_sum(...)`, `from pkg.mod import mol_sum` then `mol_sum(...)`, relative imports
-included), dotted module names ⇄ files on the project's import path, and the innermost traceback
-frame that is the user's own code.
+included), and dotted module names ⇄ files on the project's import path. Which traceback frame is the user's
+is not guessed here: the report and the runner's errors carry it (`runtime.frames`).
 
 Columns returned here are code-point offsets (Python string indices), lines are 1-based.
 """
@@ -15,9 +15,8 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "SKIP_DIRS",
@@ -26,7 +25,6 @@ __all__ = [
     "definition",
     "file_target",
     "helper_call_sites",
-    "innermost_user_frame",
     "is_user_file",
     "iter_python_files",
     "module_name",
@@ -242,17 +240,6 @@ def is_user_file(path: str, roots: Iterable[str]) -> bool:
                 return False
             return True
     return False
-
-
-def innermost_user_frame(frames: Sequence[Mapping[str, Any]], roots: Iterable[str]) -> Mapping[str, Any] | None:
-    """The innermost traceback frame (`{"file", "line", "function"}`, outermost first) in user code."""
-    dirs = list(roots)
-    for frame in reversed(frames):
-        file = frame.get("file")
-        if isinstance(file, str) and is_user_file(file, dirs):
-            found: Mapping[str, Any] = frame
-            return found
-    return None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -48,6 +48,10 @@ class RunnerError(Exception):
         frames = error.get("frames")
         self.frames: list[dict[str, Any]] = [dict(f) for f in frames if isinstance(f, Mapping)] if frames else []
         self.traceback = str(error.get("traceback", ""))
+        found = error.get("user_frame")  # the runner's `runtime.frames` rule: the daemon never guesses
+        self.user_frame: dict[str, Any] | None = dict(found) if isinstance(found, Mapping) else None
+        report = error.get("report")  # a setup error's one-attempt report, shown instead of the last one
+        self.report: dict[str, Any] | None = dict(report) if isinstance(report, Mapping) else None
         super().__init__(self.message)
 
 

@@ -348,7 +348,9 @@ class _Server(Protocol):
     """What `serve_stdio` needs of the daemon (a pygls `LanguageServer` with `shutdown_all`)."""
 
     protocol: Any
-    runner: Any
+
+    @property
+    def runner(self) -> Any: ...
 
     def shutdown(self) -> None: ...
 

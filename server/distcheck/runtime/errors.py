@@ -28,7 +28,9 @@ class RankFailure:
     `RankStuck` (busy outside any collective: `frames`/`traceback` are its Python stack when it was
     stopped) or `RankWaiting` (waiting for its peers inside `collective`); one that exited without a
     result nor an exception is `RankExited`, one killed by a signal `RankKilled`. `partial` is what a
-    rank whose forward raised had recorded before (`{"handler_counts", "instrumentation"}`), else None."""
+    rank whose forward raised had recorded before (`{"handler_counts", "instrumentation"}`), else None.
+    `user_frame` is the user's line (`runtime.frames`: a SyntaxError's own location, else the innermost
+    frame in the user's code; found from `frames` when not given), None when no frame is the user's."""
 
     rank: int
     type: str
@@ -41,6 +43,13 @@ class RankFailure:
     peak_memory_bytes: int | None = None
     collective: str | None = None
     partial: dict[str, Any] | None = None
+    user_frame: Frame | None = None
+
+    def __post_init__(self) -> None:
+        if self.user_frame is None and self.frames:
+            from .frames import innermost_user_frame  # frames imports this module
+
+            self.user_frame = innermost_user_frame(self.frames)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

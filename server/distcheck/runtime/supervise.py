@@ -25,13 +25,13 @@ from typing import Any
 
 from . import beacon, lifeline
 from .errors import DistributedError, Frame, RankFailure, RankTimeout
+from .frames import innermost_user_frame
 
 __all__ = ["read_failure", "stop_all", "supervise"]
 
 SETTLE_S = 1.0
 """How long the other processes may take to fail on their own once one has failed."""
 
-_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Who = Callable[[int], str]
 
@@ -163,10 +163,7 @@ def _is_victim(f: RankFailure) -> bool:
 
 # -- timeouts --------------------------------------------------------------------------------------
 def _innermost_user_frame(frames: Sequence[Frame]) -> Frame | None:
-    for f in reversed(frames):
-        if not f.file.startswith(_DISTCHECK_DIR + os.sep) and "/multiprocessing/" not in f.file:
-            return f
-    return frames[-1] if frames else None
+    return innermost_user_frame(frames) or (frames[-1] if frames else None)
 
 
 def _at(frames: Sequence[Frame]) -> str:

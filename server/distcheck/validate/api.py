@@ -29,7 +29,6 @@ from ..report import (
     best_attempt_index,
     merge_unrouted,
 )
-from ..report import Frame as ReportFrame
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
@@ -39,11 +38,11 @@ from ..runtime.spares_cache import packages_for, record
 from ..runtime.spares_prepared import ValidationSpares
 from ..spec import MLIPSpec
 from .autofix import FixContext, propose
-from .crash import crash_handler_counts, crash_traces
+from .crash import crash_handler_counts, crash_traces, worker_error
 from .deadline import Budget
 from .diagnosis import diagnose_helpers
 from .diff import compare_outputs, nonfinite_report
-from .errors import nan_hint, translate
+from .errors import nan_hint
 from .health import halo_completeness, partition_health, system_health
 from .inference import infer_spec
 from .layers import compare_layers
@@ -210,29 +209,6 @@ def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
         progress(event, info)
 
 
-def _worker_error(err: DistributedError) -> WorkerError:
-    memory_by_rank = {f.rank: f.peak_memory_bytes for f in err.failures if f.peak_memory_bytes is not None}
-    first = err.primary
-    if first is None:
-        return WorkerError(
-            type=type(err).__name__,
-            message=str(err),
-            rank=None,
-            phase="",
-            frames=[],
-            hint=translate({"type": type(err).__name__, "message": str(err), "phase": ""}),
-        )
-    return WorkerError(
-        type=first.type,
-        message=first.message,
-        rank=first.rank,
-        phase=first.phase,
-        frames=[ReportFrame(file=f.file, line=f.line, function=f.function) for f in first.frames],
-        hint=translate(first, memory_by_rank=memory_by_rank) if memory_by_rank else translate(first),
-        traceback=first.traceback or first.log_tail,
-    )
-
-
 def _reference_outputs(reference: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     outputs: dict[str, torch.Tensor] = reference["outputs"]
     return outputs
@@ -385,7 +361,7 @@ def _failed_attempt(
         max_rel_diff={},
         verdicts={},
         handler_counts=crash_handler_counts(traces),  # what the raising ranks had counted before
-        error=err if isinstance(err, WorkerError) else _worker_error(err),
+        error=err if isinstance(err, WorkerError) else worker_error(err),
         helper_diagnostics=[],
         layer_divergence=None,
         partition_health={"per_rank": {}, "degenerate": []},

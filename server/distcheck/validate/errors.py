@@ -2,8 +2,9 @@
 
 `translate(failure)` takes a `RankFailure` (or its `to_dict()`, or an exception) and returns one to
 three sentences naming the likely cause and what to change. `nan_hint(rank, output)` does the same for
-a rank output holding NaN/Inf. Pattern matching only: neither torch nor `distcheck.runtime` (which
-imports torch) is imported at run time, and no user code is imported; failures are read by duck typing.
+a rank output holding NaN/Inf. Pattern matching only: neither torch nor the torch-importing parts of
+`distcheck.runtime` are imported at run time (only `runtime.frames`, the user-frame rule), and no
+user code is imported; failures are read by duck typing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import dataclasses
 import os
 import re
 import signal
-import sysconfig
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,14 +38,6 @@ PASS_THROUGH = frozenset({"WrapperError", "FactoryError", "SetupError", "SpecErr
 """distcheck's own errors: their messages already say what to change."""
 
 GIB = 1024**3
-
-_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STDLIB_DIRS = tuple(
-    sorted({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")) if p})
-)
-_LIBRARY_DIRS = _STDLIB_DIRS + tuple(
-    sorted({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths().get(k) for k in ("purelib", "platlib")) if p})
-)
 
 
 class _Frame(NamedTuple):
@@ -133,20 +125,10 @@ def phase_context(phase: str) -> str:
 
 
 def _user_frame(frames: list[_Frame]) -> _Frame | None:
-    """The innermost frame outside distcheck, the standard library and installed packages; else the
-    innermost outside distcheck and the standard library; else the innermost."""
-    outside = [f for f in frames if not f.file.startswith("<") and not _under(f.file, (_DISTCHECK_DIR + os.sep,))]
-    for f in reversed(outside):
-        if not _under(f.file, _LIBRARY_DIRS):
-            return f
-    for f in reversed(outside):
-        if not _under(f.file, _STDLIB_DIRS):
-            return f
-    return frames[-1] if frames else None
+    """The innermost frame in the user's code (`runtime.frames`' rule), or None."""
+    from ..runtime.frames import innermost_user_frame  # here: the module also loads as a lone file
 
-
-def _under(path: str, dirs: tuple[str, ...]) -> bool:
-    return bool(dirs) and os.path.abspath(path).startswith(dirs)
+    return innermost_user_frame(frames)
 
 
 def _where(f: _Failure) -> str:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from distcheck.report_checks import SystemHealth  # absolute: this module also loads as a plain file
+from distcheck.report import SystemHealth  # absolute: this module also loads as a plain file
 
 if TYPE_CHECKING:
     from ..runtime.launch import RankRecord

@@ -10,17 +10,15 @@ checked (`evidence.py`), never a generic list of spec fields. Attempts that were
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-from ..report import Attempt, DeadlineReached, Frame, TraceReport, WorkerError, tolerance_for
+from ..report import Attempt, DeadlineReached, TraceReport, WorkerError, tolerance_for
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
 from .trust_action import suspicious_head, trust_lines
 from .unrouted import unrouted_action
 
 __all__ = ["next_action"]
 
-_DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OUTPUT_PHASE = "outputs"  # validate.outputs.OUTPUT_PHASE (that module imports torch; this one must not)
 
 
@@ -47,17 +45,9 @@ def _failing(a: Attempt, atol: Any, rtol: Any) -> str:
     return ", ".join(parts)
 
 
-def _user_frame(frames: list[Frame]) -> Frame | None:
-    """The innermost frame outside distcheck's own code (where the user can change something)."""
-    for f in reversed(frames):
-        if not os.path.abspath(f.file).startswith(_DISTCHECK_DIR + os.sep):
-            return f
-    return None
-
-
 def _error_action(error: WorkerError) -> str:
     """The lines for an attempt that ended in an error before anything was compared."""
-    frame = _user_frame(error.frames)
+    frame = error.user_frame  # found where the error happened (runtime.frames)
     where = f" at {frame.file}:{frame.line}" if frame is not None else ""
     if error.type == "NonFiniteReference":
         return "\n".join(

@@ -26,6 +26,7 @@ import torch
 
 from ..report import Frame, WorkerError
 from ..runtime.consolidate import RankRows
+from ..runtime.frames import innermost_user_frame
 from ..runtime.model import WrapperError
 from ..spec import MLIPSpec
 
@@ -137,6 +138,7 @@ def nonfinite_reference_error(counts: Mapping[str, Mapping[str, int]], wrapper: 
         rank=None,
         phase="reference",
         frames=_wrapper_frames(wrapper),
+        user_frame=innermost_user_frame(_wrapper_frames(wrapper)),
         hint=(
             f"the model gives NaN/inf in {names} in one process, before anything is distributed, so this is a "
             "problem of the model or the sample, not of distribution: fix it in one process first (call "
@@ -258,6 +260,7 @@ def output_error(problems: Sequence[OutputProblem], wrapper: Mapping[str, Any]) 
         rank=first.rank,
         phase=OUTPUT_PHASE,
         frames=_wrapper_frames(wrapper),
+        user_frame=innermost_user_frame(_wrapper_frames(wrapper)),
         hint=first.message,
     )
 

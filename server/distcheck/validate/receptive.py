@@ -38,7 +38,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch, full_neighbor_list
-from ..report_checks import ReceptiveField
+from ..report import ReceptiveField
 from ..runtime.model import DEFAULT_SKIN
 from ..spec import MLIPSpec
 from .trust_action import GRAPH_SKIP

@@ -20,8 +20,7 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..report import tolerance_for
-from ..report_checks import SampleWarning
+from ..report import SampleWarning, tolerance_for
 
 __all__ = ["ZERO_FORCE_ATOL", "sample_warnings"]
 

@@ -24,8 +24,7 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..report import Attempt, OutputVerdict, tolerance_for
-from ..report_checks import RoundoffFloor, SuspiciousOutput
+from ..report import Attempt, OutputVerdict, RoundoffFloor, SuspiciousOutput, tolerance_for
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession

@@ -5,8 +5,7 @@ No torch here (`next_action` is imported where torch must not be).
 
 from __future__ import annotations
 
-from ..report import Attempt, TraceReport
-from ..report_checks import receptive_line
+from ..report import Attempt, TraceReport, receptive_line
 
 __all__ = ["GRAPH_SKIP", "suspicious_head", "trust_lines"]
 

@@ -17,7 +17,7 @@ from distcheck.lsp.diagnostics import (
     runner_error_diagnostics,
     spec_invalid_diagnostics,
 )
-from distcheck.report import TraceReport
+from distcheck.report import Frame, TraceReport
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
@@ -137,6 +137,9 @@ def test_worker_error_degenerate_and_halo(examples: Path, tmp_path: Path) -> Non
     (user / "buggy_models.py").write_text("\n" * 13 + "    x = a + b\n")
     text = (FIXTURES / "worker_error.json").read_text().replace("/tmp/fx/", f"{user}/")
     report = TraceReport.from_json(text)
+    error = next(a.error for a in report.attempts if a.error is not None)
+    assert error.user_frame is None  # the fixture predates the stored frame: placed on the factory above
+    error.user_frame = Frame(str(user / "buggy_models.py"), 14, "forward")  # what the rank now stores
     out = report_diagnostics(report, _context(examples, roots=[str(examples), str(user)]))
     (error,) = out[str(user / "buggy_models.py")]
     assert (error.range.start.line, error.range.start.character, error.range.end.character) == (13, 4, 13)
@@ -173,8 +176,8 @@ def test_passed_report_without_spec_is_spec_missing_and_with_spec_is_clean(examp
 
 
 def test_runner_error_spec_invalid_and_config(examples: Path) -> None:
-    frames = [{"file": str(examples / "helper_model.py"), "line": 3, "function": "<module>"}]
-    out = runner_error_diagnostics("ConfigError", "importing the factory failed", "fix it", frames, _context(examples))
+    frame = {"file": str(examples / "helper_model.py"), "line": 3, "function": "<module>"}
+    out = runner_error_diagnostics("ConfigError", "importing the factory failed", "fix it", frame, _context(examples))
     (d,) = out[str(examples / "helper_model.py")]
     assert d.code == "worker-error" and d.range.start.line == 2 and "What to do: fix it" in d.message
 

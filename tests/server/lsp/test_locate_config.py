@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,14 +97,6 @@ def test_modules_files_and_frames(tmp_path: Path) -> None:
         (tmp_path / skipped / "b.py").write_text("")
     (tmp_path / "env_dir" / "pyvenv.cfg").write_text("")
     assert [os.path.relpath(p, tmp_path) for p in locate.iter_python_files([str(tmp_path)])] == ["pkg/a.py"]
-    frames = [
-        {"file": str(tmp_path / "pkg" / "a.py"), "line": 3, "function": "f"},
-        {"file": str(Path(locate.__file__).parent / "server.py"), "line": 1, "function": "g"},
-        {"file": os.path.join(sys.prefix, "lib", "site-packages", "torch", "x.py"), "line": 2, "function": "h"},
-    ]
-    frame = locate.innermost_user_frame(frames, [str(tmp_path)])
-    assert frame is not None and frame["function"] == "f"
-    assert locate.innermost_user_frame(frames[1:], [str(tmp_path)]) is None
 
 
 def test_line_index_utf16() -> None:

@@ -349,10 +349,13 @@ def test_fallback_names_the_innermost_user_frame() -> None:
     assert "in _user_code_calling_torch" in text
 
 
-def test_fallback_with_rank_failure_frames_and_phase() -> None:
+def test_fallback_with_rank_failure_frames_and_phase(tmp_path: Path) -> None:
+    wrapper = tmp_path / "mymodel" / "wrapper.py"  # a user frame is a real file
+    wrapper.parent.mkdir()
+    wrapper.write_text("\n" * 42)
     frames = [
         Frame(file="/work/main/server/distcheck/runtime/launch.py", line=312, function="_run_rank"),
-        Frame(file="/home/me/mymodel/wrapper.py", line=42, function="factory"),
+        Frame(file=str(wrapper), line=42, function="factory"),
         Frame(file=os.path.join(os.path.dirname(os.__file__), "json", "decoder.py"), line=353, function="raw_decode"),
     ]
     f = RankFailure(
@@ -364,7 +367,7 @@ def test_fallback_with_rank_failure_frames_and_phase() -> None:
     )
     text = translate(f)
     assert text.startswith("JSONDecodeError: Expecting value: line 1 column 1 (char 0) (while importing the factory")
-    assert "innermost frame in your code is /home/me/mymodel/wrapper.py:42 in factory" in text
+    assert f"innermost frame in your code is {wrapper}:42 in factory" in text
     assert translate(f.to_dict()) == text
 
 

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from distcheck.batch import Batch
-from distcheck.report import TraceReport
-from distcheck.report_checks import ReceptiveField
+from distcheck.report import ReceptiveField, TraceReport
 from distcheck.spec import MLIPSpec
 from distcheck.validate.receptive import _reach, measure_receptive_field
 from distcheck.validate.trust_action import GRAPH_SKIP, trust_lines

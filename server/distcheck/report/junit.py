@@ -9,14 +9,17 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from .cli_output import one_line
-from .report import tolerance_for
-from .targets import is_path_reference
+from .render import tolerance_for
 
 if TYPE_CHECKING:
-    from .report import TraceReport
+    from .document import TraceReport
 
-__all__ = ["junit_xml", "suite_name", "write_junit"]
+__all__ = ["junit_xml", "write_junit"]
+
+
+def _one_line(text: object) -> str:
+    """`text` with every run of whitespace (newlines included) made one space."""
+    return " ".join(str(text).split())
 
 
 def _fmt(x: object) -> str:
@@ -65,7 +68,7 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
             run = ET.Element("testcase", {"classname": classname, "name": "run"})
             if best.error is not None:
                 e = best.error
-                error = ET.SubElement(run, "error", {"message": one_line(f"{e.type}: {e.message}"), "type": e.type})
+                error = ET.SubElement(run, "error", {"message": _one_line(f"{e.type}: {e.message}"), "type": e.type})
                 error.text = "\n".join(x for x in (e.hint, e.traceback) if x)
             else:
                 ET.SubElement(run, "failure", {"message": "no outputs were compared", "type": "no-verdicts"})
@@ -95,7 +98,7 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
     props = {"verdict": report.verdict, "next_action": report.next_action.split("\n")[0]}
     for key in ("world_size", "device", "backend", "atol", "rtol", "factory"):
         if key in meta:
-            props[key] = one_line(meta[key])
+            props[key] = _one_line(meta[key])
     for key, value in props.items():
         ET.SubElement(properties, "property", {"name": key, "value": value})
     suite.extend(cases)
@@ -103,13 +106,6 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
     out.text = report.render_text(color=False)
     ET.indent(root)
     return root
-
-
-def suite_name(reference: str) -> str:
-    """`stem.attr` for a factory reference (`path/model.py:make` → `model.make`), as JUnit names the suite."""
-    where, _, attr = reference.rpartition(":")
-    stem = os.path.splitext(os.path.basename(where))[0] if is_path_reference(where) else where
-    return f"{stem}.{attr}"
 
 
 def write_junit(report: TraceReport, name: str, path: str) -> None:

@@ -1,0 +1,118 @@
+"""The validation report: what `trace_and_validate` found, as data that round-trips through JSON.
+
+`TraceReport` is the whole document: the bottom line (`ok`, `verdict`, `next_action`), the spec that
+works (or the best one tried), every `Attempt` with its per-output `OutputVerdict`s, the worker error
+(`WorkerError` with `Frame`s) if a rank failed, the third-party helper findings (`HelperDiagnosis`),
+layer divergence, partition health and timings. Everything the editor needs to place a diagnostic is a
+file + line in the report, so the daemon never imports the user's code, and this package never imports
+torch.
+
+Modules, one job each: `values` (JSON values: non-finite floats, free-form dicts, strict readers),
+`codec` (the records' JSON from their dataclass fields), `model` (the attempt's records), `checks`
+(the trust-check records), `parts` (typed records of the open parts), `document` (`TraceReport` and the
+best-attempt rule; its docstring states the JSON promises), `schema` (the generated JSON Schema),
+`typescript` (the extension's report types generated from the schema), `render` (text / ANSI),
+`junit` (JUnit XML for CI). `python -m distcheck.report --write-schema PATH --write-ts PATH` writes
+the schema and the TypeScript types.
+"""
+
+from .checks import (
+    RECEPTIVE_STATUSES,
+    ROUNDOFF_STATUSES,
+    SAMPLE_WARNINGS,
+    SYSTEM_PROBLEMS,
+    ReceptiveField,
+    RoundoffFloor,
+    SampleWarning,
+    SuspiciousOutput,
+    SystemHealth,
+    receptive_line,
+    suspicious_line,
+)
+from .document import (
+    DEADLINE_STAGES,
+    REPORT_VERDICTS,
+    REPORT_VERSION,
+    DeadlineReached,
+    TraceReport,
+    attempt_rank,
+    best_attempt_index,
+)
+from .model import (
+    UNROUTED_AGGREGATIONS,
+    UNROUTED_ORIGINS,
+    VERDICT_STATUSES,
+    Attempt,
+    CrashTrace,
+    DivergentModule,
+    Frame,
+    HelperDiagnosis,
+    OutputVerdict,
+    RankDisagreement,
+    Rollback,
+    UnroutedOp,
+    WorkerError,
+    merge_unrouted,
+)
+from .parts import (
+    DivergentLayer,
+    FactoryInfo,
+    HaloCompleteness,
+    LayerDivergence,
+    OutputProblem,
+    PartitionHealth,
+    RankCounts,
+    ReportMeta,
+    TargetInfo,
+    WrapperInfo,
+    view,
+)
+from .render import render_text, tolerance_for
+
+__all__ = [
+    "DEADLINE_STAGES",
+    "RECEPTIVE_STATUSES",
+    "REPORT_VERDICTS",
+    "REPORT_VERSION",
+    "ROUNDOFF_STATUSES",
+    "SAMPLE_WARNINGS",
+    "SYSTEM_PROBLEMS",
+    "UNROUTED_AGGREGATIONS",
+    "UNROUTED_ORIGINS",
+    "VERDICT_STATUSES",
+    "Attempt",
+    "CrashTrace",
+    "DeadlineReached",
+    "DivergentLayer",
+    "DivergentModule",
+    "FactoryInfo",
+    "Frame",
+    "HaloCompleteness",
+    "HelperDiagnosis",
+    "LayerDivergence",
+    "OutputProblem",
+    "OutputVerdict",
+    "PartitionHealth",
+    "RankCounts",
+    "RankDisagreement",
+    "ReceptiveField",
+    "ReportMeta",
+    "Rollback",
+    "RoundoffFloor",
+    "SampleWarning",
+    "SuspiciousOutput",
+    "SystemHealth",
+    "TargetInfo",
+    "TraceReport",
+    "UnroutedOp",
+    "WorkerError",
+    "WrapperInfo",
+    "attempt_rank",
+    "best_attempt_index",
+    "merge_unrouted",
+    "receptive_line",
+    "render_text",
+    "suspicious_line",
+    "tolerance_for",
+    "view",
+]

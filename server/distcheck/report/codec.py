@@ -1,0 +1,253 @@
+"""The records' JSON codec, driven by their dataclass fields: one description for writing, reading and
+the schema (`distcheck.report.schema` reads the same `slots`).
+
+A record is a dataclass deriving from `Record`. Each field is written under its name (or
+`wire(key=...)`), encoded by its type: `bool`, `int`, `float` (non-finite as a string), `str`,
+`X | None`, `list[X]`, `Any` (a free-form value), `dict[str, X]`, `dict[int, X]` (a rank map:
+decimal-string keys), `dict[str, Any]` (a free-form dict, see `distcheck.report.values`), another
+record, or `MLIPSpec`. Reading is strict: a field without a default is required, one with a default
+may be absent (older reports), an unknown key is refused, `wire(enum=...)` limits a string; every
+error names its JSON path. Derived properties listed in `_derived` are written for readers in other
+languages and ignored when read (`_derived_enums` names the values a derived string takes);
+`_placed` (key, anchor) pairs move a key right after another one on the wire, so the documents keep
+their key order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from distcheck.spec import MLIPSpec
+from distcheck.spec.fields import non_null, union_args
+
+from .values import (
+    _bad,
+    _dec_bool,
+    _dec_float,
+    _dec_free,
+    _dec_free_dict,
+    _dec_int,
+    _dec_list,
+    _dec_rank_map,
+    _dec_spec,
+    _dec_str,
+    _dec_str_map,
+    _enc_float,
+    _enc_free,
+    _enc_free_dict,
+    _fields,
+    _PathT,
+)
+
+__all__ = ["Record", "Slot", "decode", "derived_type", "encode", "slots", "wire"]
+
+_R = TypeVar("_R", bound="Record")
+
+
+def wire(
+    *, key: str | None = None, enum: tuple[str, ...] | None = None, omit_empty: bool = False, shape: type | None = None
+) -> dict[str, Any]:
+    """Field metadata for the codec: `key` (the JSON name, if not the field's), `enum` (the allowed
+    strings), `omit_empty` (not written when None or empty), `shape` (for a free-form dict: the
+    `distcheck.report.parts` record that documents its usual keys in the schema)."""
+    return {"key": key, "enum": enum, "omit_empty": omit_empty, "shape": shape}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One field of a record as the codec sees it."""
+
+    name: str
+    key: str
+    tp: Any
+    required: bool
+    enum: tuple[str, ...] | None
+    omit_empty: bool
+    shape: type | None
+    field: dataclasses.Field[Any]
+
+    def default(self) -> Any:
+        """The field's default (a fresh one for a default factory)."""
+        if self.field.default_factory is not dataclasses.MISSING:
+            return self.field.default_factory()
+        return self.field.default
+
+
+_SLOTS: dict[type, tuple[Slot, ...]] = {}
+
+
+def slots(cls: type) -> tuple[Slot, ...]:
+    """The fields of record class `cls`, in field order, with their resolved types and wire metadata."""
+    found = _SLOTS.get(cls)
+    if found is None:
+        found = _SLOTS[cls] = _slots_of(cls)
+    return found
+
+
+def _slots_of(cls: type) -> tuple[Slot, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        m = f.metadata
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append(
+            Slot(
+                name=f.name,
+                key=m.get("key") or f.name,
+                tp=hints[f.name],
+                required=required,
+                enum=m.get("enum"),
+                omit_empty=bool(m.get("omit_empty")),
+                shape=m.get("shape"),
+                field=f,
+            )
+        )
+    return tuple(out)
+
+
+def derived_type(cls: type, name: str) -> Any:
+    """The return type of the derived property `name` of record class `cls`."""
+    prop = getattr(cls, name)
+    return typing.get_type_hints(prop.fget)["return"]
+
+
+def is_record(tp: Any) -> bool:
+    """Is `tp` a record class (a dataclass deriving from `Record`)?"""
+    return isinstance(tp, type) and issubclass(tp, Record) and dataclasses.is_dataclass(tp)
+
+
+def encode(value: Any, tp: Any, path: _PathT) -> Any:
+    """`value` of type `tp` as JSON data; `TypeError` naming `path` for a free-form value JSON cannot hold."""
+    if tp is Any:
+        return _enc_free(value, path)
+    args = union_args(tp)
+    if args is not None:
+        return None if value is None else encode(value, non_null(args), path)
+    if tp is bool:
+        return bool(value)
+    if tp is int:
+        return int(value)
+    if tp is float:
+        return _enc_float(value)
+    if tp is str:
+        return value
+    if tp is MLIPSpec:
+        return value.to_dict()
+    if is_record(tp):
+        return value._encode(path)
+    origin, targs = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        return [encode(item, targs[0], (*path, i)) for i, item in enumerate(value)]
+    if origin is dict:
+        if targs[1] is Any:
+            return _enc_free_dict(value, path)
+        if targs[0] is int:
+            return {str(int(k)): encode(v, targs[1], (*path, str(k))) for k, v in value.items()}
+        return {k: encode(v, targs[1], (*path, k)) for k, v in value.items()}
+    raise TypeError(f"report type {tp!r} has no JSON encoding")
+
+
+def decode(value: Any, tp: Any, path: _PathT, enum: tuple[str, ...] | None = None) -> Any:
+    """Parsed JSON `value` read as type `tp`; `ValueError` naming `path` when it is not one."""
+    if tp is Any:
+        return _dec_free(value, path)
+    args = union_args(tp)
+    if args is not None:
+        return None if value is None else decode(value, non_null(args), path, enum)
+    if tp is bool:
+        return _dec_bool(value, path)
+    if tp is int:
+        return _dec_int(value, path)
+    if tp is float:
+        return _dec_float(value, path)
+    if tp is str:
+        text = _dec_str(value, path)
+        if enum is not None and text not in enum:
+            raise _bad(path, f"expected one of {', '.join(enum)}, got {text!r}")
+        return text
+    if tp is MLIPSpec:
+        return _dec_spec(value, path)
+    if is_record(tp):
+        return tp._read(value, path)
+    origin, targs = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        return _dec_list(value, path, lambda v, p: decode(v, targs[0], p))
+    if origin is dict:
+        if targs[1] is Any:
+            return _dec_free_dict(value, path)
+        if targs[0] is int:
+            return _dec_rank_map(value, path, lambda v, p: decode(v, targs[1], p))
+        return _dec_str_map(value, path, lambda v, p: decode(v, targs[1], p))
+    raise TypeError(f"report type {tp!r} has no JSON decoding")
+
+
+def wire_keys(cls: type) -> list[str]:
+    """The JSON keys of record class `cls` in the order they are written (fields, then derived, then
+    each `_placed` key moved after its anchor)."""
+    keys = [s.key for s in slots(cls)] + list(getattr(cls, "_derived", ()))
+    for key, after in getattr(cls, "_placed", ()):
+        keys.remove(key)
+        keys.insert(keys.index(after) + 1, key)
+    return keys
+
+
+class Record:
+    """A report record: JSON through its fields (see the module docstring); equality by JSON form (so
+    NaN equals NaN, tuples equal lists)."""
+
+    _derived: ClassVar[tuple[str, ...]] = ()
+    _derived_enums: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    _placed: ClassVar[tuple[tuple[str, str], ...]] = ()
+    _ignored: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON data: every field (by its JSON key) plus the derived values."""
+        return self._encode(())
+
+    def _encode(self, path: _PathT) -> dict[str, Any]:
+        cls = type(self)
+        out: dict[str, Any] = {}
+        for s in slots(cls):
+            value = getattr(self, s.name)
+            if s.omit_empty and (value is None or value == []):
+                continue
+            out[s.key] = encode(value, s.tp, (*path, s.key))
+        for name in cls._derived:
+            out[name] = encode(getattr(self, name), derived_type(cls, name), (*path, name))
+        return {key: out[key] for key in wire_keys(cls) if key in out}
+
+    @classmethod
+    def from_dict(cls: type[_R], d: Mapping[str, Any]) -> _R:
+        """Read the record from JSON data; `ValueError` naming the JSON path of a problem."""
+        return cls._read(d, ())
+
+    @classmethod
+    def _read(cls: type[_R], d: object, path: _PathT) -> _R:
+        return cls(**cls._kwargs(d, path))
+
+    @classmethod
+    def _kwargs(cls, d: object, path: _PathT) -> dict[str, Any]:
+        """The constructor's keywords read from the JSON object `d` at `path`."""
+        all_slots = slots(cls)
+        required = [s.key for s in all_slots if s.required]
+        optional = [s.key for s in all_slots if not s.required]
+        m = _fields(d, path, required, optional, ignored=(*cls._derived, *cls._ignored))
+        return {
+            s.name: decode(m[s.key], s.tp, (*path, s.key), s.enum) if s.key in m else s.default() for s in all_slots
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        if self is other:
+            return True
+        try:
+            return self.to_dict() == other.to_dict()
+        except (TypeError, ValueError):
+            return False
+
+    __hash__ = None  # type: ignore[assignment]

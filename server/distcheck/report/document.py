@@ -1,0 +1,267 @@
+"""The report document: `TraceReport` (the bottom line, the spec, every attempt), `DeadlineReached`, and
+the one definition of the best attempt (`attempt_rank`, `best_attempt_index`).
+
+JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson underneath):
+
+- Lossless: `TraceReport.from_json(r.to_json()) == r`, non-finite floats and int-keyed dicts included.
+- The text is strict JSON (valid UTF-8, no `NaN` / `Infinity` literals): a non-finite float is written
+  as one of the strings `"NaN"`, `"Infinity"`, `"-Infinity"`. In the free-form dicts (`meta`,
+  `partition_health`, `layer_divergence`, ...) a genuine string that would read back as one of those
+  (`"NaN"`, `"~NaN"`, ...) is written with one more leading `~`, so strings survive too.
+- Rank-keyed dicts (`HelperDiagnosis.n_calls_per_rank`, and any dict stored under a `"per_rank"` key in
+  the free-form dicts) have int keys in Python and decimal-string keys in JSON; reading restores the
+  ints. Anywhere else a free-form dict must have string keys (`to_dict` raises `TypeError` otherwise).
+- Free-form values must be JSON-like: None, bool, int, float, str, lists/tuples, dicts. Numbers of other
+  types (numpy scalars) are stored as int / float, tuples as lists; anything else raises `TypeError`
+  naming where it is.
+- The document carries `"report_version": REPORT_VERSION`; reading a newer one raises `ValueError`
+  saying to upgrade distcheck. Reading is strict: a missing field, an unknown field or a wrong type
+  raises `ValueError` naming its JSON path. Derived values (`verdict`, `fix_applied`, `best_attempt`,
+  `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
+- `extension/schemas/report.schema.json` (`distcheck.report.schema`) is the document's JSON Schema.
+
+Equality of the records is equality of their JSON form (`to_dict()`), so `NaN == NaN` there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from distcheck.spec import MLIPSpec
+
+from .checks import ReceptiveField, RoundoffFloor, SampleWarning
+from .codec import Record, wire
+from .model import Attempt
+from .parts import ReportMeta, TargetInfo, view
+from .render import render_text
+from .values import _bad, _kind_of, _PathT
+
+__all__ = [
+    "DEADLINE_STAGES",
+    "REPORT_VERDICTS",
+    "REPORT_VERSION",
+    "DeadlineReached",
+    "TraceReport",
+    "attempt_rank",
+    "best_attempt_index",
+]
+
+REPORT_VERSION = 1
+"""The newest report version this distcheck reads and the version it writes."""
+
+REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
+"""`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
+
+
+DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
+"""`DeadlineReached.stage` values: the reference run or an attempt's run was cut short at the deadline,
+or the deadline passed between attempts (so the next one was not started)."""
+
+
+@dataclass(eq=False)
+class DeadlineReached(Record):
+    """The whole-validation deadline (`deadline_sec`) passed before the validation was done.
+
+    `deadline_sec` is the deadline, `elapsed_sec` the seconds from the start to the stop, `attempts`
+    the number of attempts made (the report stands on the best of them), `stage` one of
+    `DEADLINE_STAGES`.
+    """
+
+    deadline_sec: float
+    elapsed_sec: float
+    attempts: int
+    stage: str = dataclasses.field(metadata=wire(enum=DEADLINE_STAGES))
+
+
+def _badness(value: float | None) -> float:
+    """A difference as a sort key: None (not computable) and NaN count as infinitely bad."""
+    return math.inf if value is None or math.isnan(value) else value
+
+
+def attempt_rank(attempt: Attempt) -> tuple[int, int, float]:
+    """How good an attempt is, lower is better: `(tier, failing, worst)`.
+
+    `tier` is 0 for an attempt that passed, 1 for one whose outputs were compared, 2 for one that
+    ended before any comparison (an error without verdicts); `failing` is its number of failing
+    outputs; `worst` the largest `max_rel_diff` among them (None or NaN count as infinite). The
+    engine rolls an auto-fix attempt back when its rank is worse than the best so far.
+    """
+    if attempt.passed:
+        return (0, 0, 0.0)
+    if not attempt.verdicts:
+        return (2, 0, math.inf)
+    failing = [v for v in attempt.verdicts.values() if not v.passed]
+    worst = max((_badness(v.max_rel_diff) for v in failing), default=0.0)
+    return (1, len(failing), worst)
+
+
+def best_attempt_index(attempts: Sequence[Attempt]) -> int | None:
+    """The position of the attempt a report stands on, None when there are none: the attempt with the
+    lowest `attempt_rank` (so the first that passed, else the compared one with the fewest failing
+    outputs and then the smallest worst relative difference), the earliest on ties — a later attempt
+    that is no better never replaces it. The engine, the report, the CLI, the daemon and the panel
+    all use this one rule through `TraceReport.best_index`."""
+    if not attempts:
+        return None
+    return min(range(len(attempts)), key=lambda i: (attempt_rank(attempts[i]), i))
+
+
+@dataclass(eq=False)
+class TraceReport(Record):
+    """The result of one validation: the bottom line, the working (or best) spec and every attempt.
+
+    `ok` is the engine's bottom line (True iff an attempt passed). `spec` is the spec that passed, or
+    the best one tried. `attempts` are in the order run. `next_action` tells the user what to do; its
+    first line is a one-liner. `meta` holds world_size, device, backend, tolerances (`"atol"` /
+    `"rtol"`: a number, or a dict per output name or output kind, with an optional `"default"`),
+    versions and timings; an optional `"root"` (project directory) picks the traceback frame to show.
+    `target` says what was validated, e.g. `{"factory": {"file", "line", "qualname"}, "sample": {...},
+    "spec_path": ...}`. `deadline` is set when the whole-validation deadline stopped it early (its
+    JSON field is written only then). `best_index` is the position in `attempts` of the attempt the
+    report stands on (JSON `best_attempt`): the engine sets it with `best_attempt_index`, the one
+    definition of "best"; `spec`, the headline in `next_action`, the verdict, the CLI, the daemon and
+    the editor panel all read it, never recompute it. Left None with attempts present (a report built
+    by hand, or read from an older document that lacks it), it is computed with `best_attempt_index`;
+    a value out of range raises `ValueError`.
+    `receptive_field` (`checks.ReceptiveField`), `roundoff` (`checks.RoundoffFloor`) and
+    `sample_warnings` (`checks.SampleWarning`) say how far the verdict can be trusted; each is
+    written to JSON only when set or non-empty.
+    """
+
+    ok: bool
+    spec: MLIPSpec
+    attempts: list[Attempt]
+    next_action: str
+    meta: dict[str, Any] = dataclasses.field(metadata=wire(shape=ReportMeta))
+    target: dict[str, Any] | None = dataclasses.field(default=None, metadata=wire(shape=TargetInfo))
+    deadline: DeadlineReached | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
+    best_index: int | None = dataclasses.field(default=None, metadata=wire(key="best_attempt"))
+    receptive_field: ReceptiveField | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
+    roundoff: RoundoffFloor | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
+    sample_warnings: list[SampleWarning] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
+
+    _derived = ("verdict", "fix_applied")
+    _derived_enums = (("verdict", REPORT_VERDICTS),)
+    _placed = (
+        ("verdict", "ok"),
+        ("fix_applied", "verdict"),
+        ("best_attempt", "fix_applied"),
+        ("next_action", "best_attempt"),
+    )
+    _ignored = ("report_version",)
+
+    def __post_init__(self) -> None:
+        if self.best_index is None:
+            self.best_index = best_attempt_index(self.attempts)
+        elif isinstance(self.best_index, bool) or not 0 <= self.best_index < len(self.attempts):
+            raise ValueError(
+                f"best_index {self.best_index!r} is not the position of one of the {len(self.attempts)} attempts"
+            )
+
+    # ---- derived
+
+    @property
+    def best_attempt(self) -> Attempt | None:
+        """The attempt the report stands on (`attempts[best_index]`), None when there are no attempts."""
+        if self.best_index is None or not 0 <= self.best_index < len(self.attempts):
+            return None
+        return self.attempts[self.best_index]
+
+    @property
+    def run_meta(self) -> ReportMeta:
+        """`meta` read typed (`parts.view`: a missing or mistyped key takes its default)."""
+        return view(ReportMeta, self.meta)
+
+    @property
+    def target_info(self) -> TargetInfo | None:
+        """`target` read typed, None when the report does not say what was validated."""
+        return None if self.target is None else view(TargetInfo, self.target)
+
+    @property
+    def fix_applied(self) -> str | None:
+        """The rationale of the best attempt when it passed and is not the first attempt; None otherwise."""
+        best = self.best_attempt
+        if best is None or not best.passed or best is self.attempts[0]:
+            return None
+        return best.rationale
+
+    @property
+    def verdict(self) -> str:
+        """One of `REPORT_VERDICTS`, judged on `best_attempt`.
+
+        "error": no attempts, or the best attempt has an error and no verdicts; "inconclusive": the
+        best attempt's partition is degenerate (`partition_health["degenerate"]` non-empty), so a pass
+        proves nothing; else "passed" if it passed, "failed" if not.
+        """
+        best = self.best_attempt
+        if best is None or (best.error is not None and not best.verdicts):
+            return "error"
+        if best.degenerate:
+            return "inconclusive"
+        return "passed" if best.passed else "failed"
+
+    # ---- JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: `report_version`, every field (`best_index` as `best_attempt`: the position
+        of the best attempt in `attempts`, or null), and the derived `verdict` and `fix_applied`;
+        `deadline`, `receptive_field`, `roundoff` and `sample_warnings` only when set or non-empty."""
+        return self._encode(())
+
+    def _encode(self, path: _PathT) -> dict[str, Any]:
+        out = super()._encode(path)
+        out["best_attempt"] = None if self.best_attempt is None else out["best_attempt"]
+        return {"report_version": REPORT_VERSION, **out}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceReport:
+        """Read a report document; `ValueError` for a newer `report_version` or any malformed part."""
+        if not isinstance(d, Mapping):
+            raise _bad((), f"expected a report object, got {_kind_of(d)}")
+        if "report_version" not in d:
+            raise _bad(("report_version",), "missing; this is not a distcheck report")
+        version = d["report_version"]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise _bad(("report_version",), f"expected a positive integer, got {version!r}")
+        if version > REPORT_VERSION:
+            raise ValueError(
+                f"this report has report_version {version} but this distcheck reads versions up to "
+                f"{REPORT_VERSION}: it was written by a newer distcheck; upgrade distcheck "
+                "(pip install -U distcheck)"
+            )
+        kwargs = cls._kwargs(d, ())
+        best, n = kwargs["best_index"], len(kwargs["attempts"])
+        if best is not None and not 0 <= best < n:
+            raise _bad(("best_attempt",), f"expected the position of one of the {n} attempts, got {best}")
+        if best is None and n and "best_attempt" in d:
+            raise _bad(("best_attempt",), "null, but the report has attempts: expected the position of one of them")
+        return cls(**kwargs)
+
+    def to_json(self, *, indent: bool = False) -> str:
+        """The report as strict JSON text: one line by default (fits a JSON-lines pipe), or
+        2-space-indented with a trailing newline when `indent` is True."""
+        if indent:
+            return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return orjson.dumps(self.to_dict()).decode()
+
+    @classmethod
+    def from_json(cls, text: str | bytes | bytearray | memoryview) -> TraceReport:
+        """Read a report from JSON text; `ValueError` for broken JSON or as `from_dict`."""
+        try:
+            data = orjson.loads(bytes(text) if isinstance(text, memoryview) else text)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"report is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    # ---- text
+
+    def render_text(self, color: bool = False) -> str:
+        """A compact human report for terminals and CI logs (ANSI colors only when `color`): see
+        `distcheck.report.render.render_text`."""
+        return render_text(self, color)
