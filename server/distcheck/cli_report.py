@@ -7,7 +7,6 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
 from .cli_output import Printer, print_error, rank_tag
 from .report.junit import write_junit
 from .targets import ConfigError, Target, is_path_reference
@@ -91,32 +90,13 @@ def error_report(
     follower = bool(rank_tag()) and os.environ.get("RANK") != "0"
     if not (args.json or args.junit) or getattr(args, "report_written", False) or follower:
         return
-    from .report import Attempt, TraceReport, WorkerError
-    from .spec import MLIPSpec
+    from .report import WorkerError
+    from .validate.crash import setup_report  # the one way to build a setup error's report
 
     error = WorkerError(
         type=error_type, message=message, rank=None, phase="setup", frames=[], hint=hint, traceback=trace
     )
-    attempt = Attempt(
-        index=0,
-        spec=MLIPSpec(),
-        rationale="setup: the validation did not start",
-        rule=None,
-        passed=False,
-        max_abs_diff={},
-        max_rel_diff={},
-        verdicts={},
-        handler_counts={},
-        error=error,
-        helper_diagnostics=[],
-        layer_divergence=None,
-        partition_health={"per_rank": {}, "degenerate": []},
-        halo_completeness={},
-        timings={},
-    )
-    meta = {"versions": {"distcheck": __version__}, "target": args.target}
-    action = f"FAIL — {message}\nwhat to do: {hint}" if hint else f"FAIL — {message}"
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action=action, meta=meta)
+    report = setup_report(error, args.target)
     target = str(args.target or "distcheck")
     try:
         if args.json:

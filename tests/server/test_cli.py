@@ -100,7 +100,7 @@ def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: 
     # A degenerate partition makes the "partition" testcase fail.
     report = TraceReport.from_json(report_path.read_text())
     assert len(report.attempts) == 1 and report.verdict == "failed"
-    report.attempts[0].partition_health["degenerate"] = ["rank 1 has no remote atoms"]
+    report.attempts[0].partition_health.degenerate = ["rank 1 has no remote atoms"]
     partition = next(c for c in cli.junit_xml(report, "unaware").iter("testcase") if c.get("name") == "partition")
     failed = partition.find("failure")
     assert failed is not None and failed.text == "rank 1 has no remote atoms"

@@ -106,7 +106,7 @@ def test_two_nodes_on_one_host_with_a_static_rendezvous(tmp_path: Path) -> None:
     assert not (tmp_path / "node1.json").exists()
     report = TraceReport.from_json((tmp_path / "node0.json").read_text())
     assert report.meta["world_size"] == 2 and len(report.meta["placement"]) == 2
-    assert len(report.attempts[0].partition_health["per_rank"]) == 2
+    assert len(report.attempts[0].partition_health.per_rank) == 2
 
 
 def test_factory_failing_on_one_rank_is_reported_by_rank_0_without_waiting(tmp_path: Path) -> None:

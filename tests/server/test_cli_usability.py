@@ -404,7 +404,7 @@ def test_frames_on_the_command_line_validate_each_frame_as_a_system(
     report = TraceReport.from_json(report_path.read_text())
     assert report.target is not None
     assert report.target["sample"] == {"file": str(trajectory), "frames": "0:3", "frame_indices": [0, 1, 2]}
-    per_rank = report.attempts[0].partition_health["per_rank"]
+    per_rank = report.attempts[0].partition_health.per_rank
     assert per_rank, "the partition of each rank is reported"
     assert report.attempts[0].verdicts["energy"].n_total == 3, "one energy per frame"
 

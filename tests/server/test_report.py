@@ -20,6 +20,7 @@ from distcheck.report import (
     Frame,
     HelperDiagnosis,
     OutputVerdict,
+    RankCounts,
     TraceReport,
     WorkerError,
 )
@@ -271,8 +272,9 @@ def test_non_finite_floats_come_back(rich_report: TraceReport) -> None:
     assert math.isnan(again.attempts[2].timings["nan_timing"])
     ld = again.attempts[1].layer_divergence
     assert ld is not None
-    assert ld["max_rel_diff"] == math.inf and ld["first_divergent"]["ranks_sum"][1] == -math.inf
-    assert ld["per_rank"][0] == -math.inf
+    assert ld.first_divergent is not None
+    assert ld.max_rel_diff == math.inf and ld.first_divergent.ranks_sum[1] == -math.inf
+    assert ld.extra["per_rank"][0] == -math.inf  # a key the record does not name survives, int keys too
     assert again.meta["timings"]["total"] == math.inf
     assert again.attempts[1].verdicts["energy"].max_abs_diff == 0.75
 
@@ -295,10 +297,10 @@ def test_int_keys_are_restored(rich_report: TraceReport) -> None:
     helper = again.attempts[1].helper_diagnostics[0]
     assert helper.n_calls_per_rank == {0: 2, 1: 2}
     assert all(type(k) is int for k in helper.n_calls_per_rank)
-    per_rank = again.attempts[1].partition_health["per_rank"]
+    per_rank = again.attempts[1].partition_health.per_rank
     assert set(per_rank) == {0, 1} and all(type(k) is int for k in per_rank)
-    assert per_rank[1] == {"owned": 5, "halo": 6, "remote": 7}
-    assert set(again.attempts[1].halo_completeness["per_rank"]) == {0, 1}
+    assert per_rank[1] == RankCounts(owned=5, halo=6, remote=7)
+    assert set(again.attempts[1].halo_completeness.extra["per_rank"]) == {0, 1}
     # Keys under other names stay strings, even when they look like numbers.
     rich_report.meta["by_layer"] = {"0": 1.0, "1": 2.0}
     assert TraceReport.from_json(rich_report.to_json()).meta["by_layer"] == {"0": 1.0, "1": 2.0}
@@ -634,8 +636,14 @@ def test_round_trip_of_disagreements_rollbacks_and_crash_traces() -> None:
 
     module = DivergentModule(module="readout.shift", cls="pkg.Shift", key="readout.shift#0", ranks=[1], max_abs=1.5)
     split = RankDisagreement(
-        output="energy", kind="per_graph", ranks=[0, 1], off_reference=[1], max_abs=1.0, max_rel=math.nan,
-        systems=[1], first_module=module,
+        output="energy",
+        kind="per_graph",
+        ranks=[0, 1],
+        off_reference=[1],
+        max_abs=1.0,
+        max_rel=math.nan,
+        systems=[1],
+        first_module=module,
     )
     failing = _attempt(0, PRIOR, passed=False)
     failing.rank_disagreements = [split, RankDisagreement("total", "global", [0, 1], [], 2e-5, 1e-5)]

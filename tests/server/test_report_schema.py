@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import re
@@ -136,7 +137,7 @@ def _records() -> list[Any]:
     ]
 
 
-def _layers() -> dict[str, Any]:
+def _layers() -> LayerDivergence:
     torch = pytest.importorskip("torch")
     from distcheck.validate.layers import compare_layers
 
@@ -298,7 +299,7 @@ def test_the_schema_accepts_what_the_reader_accepts(name: str) -> None:
 # -- the open parts' records match their producers ----------------------------------------------------
 
 
-def _halo_cases() -> list[dict[str, Any]]:
+def _halo_cases() -> list[HaloCompleteness]:
     records = _records()
     cases = [halo_completeness(records, "replicated", "local", 5.0, 2)]
     for mode in ("halo_correction", "local"):
@@ -317,9 +318,9 @@ def _halo_cases() -> list[dict[str, Any]]:
     return cases  # fmt: skip
 
 
-def _produced() -> list[tuple[type[Record], dict[str, Any]]]:
+def _produced() -> list[tuple[type[Record], Record | dict[str, Any]]]:
     records = _records()
-    parts: list[tuple[type[Record], dict[str, Any]]] = [
+    parts: list[tuple[type[Record], Record | dict[str, Any]]] = [
         (PartitionHealth, partition_health(records)),
         (PartitionHealth, partition_health(records[:1])),
         (PartitionHealth, partition_health([])),
@@ -341,9 +342,9 @@ def _declared(cls: type[Record]) -> set[str]:
 
 def test_every_key_a_producer_writes_is_declared_by_its_part_record() -> None:
     for cls, part in _produced():
-        encoded = _enc_free(part, ())
+        encoded = part.to_dict() if isinstance(part, Record) else _enc_free(part, ())
         assert set(encoded) <= _declared(cls), f"{cls.__name__} lacks {sorted(set(encoded) - _declared(cls))}"
-        typed = view(cls, part).to_dict()
+        typed = (part if isinstance(part, Record) else view(cls, part)).to_dict()
         assert {k: typed[k] for k in encoded} == encoded, f"{cls.__name__} mistypes a key its producer writes"
 
 
@@ -361,9 +362,9 @@ def test_the_meta_record_reads_real_meta_with_the_right_types() -> None:
 def test_the_renderer_reads_the_parts_producers_write() -> None:
     report = full_report()
     halo = report.attempts[0].halo_completeness
-    assert halo["matches"] is False
+    assert halo.matches is False
     text = report.render_text()
-    assert "halo incomplete: " + str(halo["interpretation"]).split("\n")[0][:40] in text
+    assert "halo incomplete: " + halo.interpretation.split("\n")[0][:40] in text
     assert "first divergent module: body (pkg.Body), rel diff 0.25" in text
     assert "partition: rank 0: owned 7 halo 2 remote 3; rank 1: owned 7 halo 3 remote 3" in text
     assert "target: make (/p/m.py:1)" in text
@@ -440,32 +441,57 @@ ODD_PARTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _holds(written: Any, given: Any) -> bool:
+    """Does `written` hold every key and value of `given` (objects may have gained defaulted keys)?"""
+    if isinstance(given, dict):
+        return isinstance(written, dict) and all(k in written and _holds(written[k], v) for k, v in given.items())
+    return bool(written == given)
+
+
 @pytest.mark.parametrize("name", list(ODD_PARTS))
-def test_typed_views_of_odd_parts_fall_back_to_defaults(name: str) -> None:
-    report = full_report()
-    attempt = report.attempts[0]
+def test_odd_parts_read_as_defaults_and_keep_what_they_held(name: str) -> None:
+    doc = full_report().to_dict()
     for key, value in ODD_PARTS[name].items():
-        setattr(attempt, key, value)
-    typed = [view(PartitionHealth, attempt.partition_health), view(HaloCompleteness, attempt.halo_completeness)]
-    typed.append(view(LayerDivergence, attempt.layer_divergence))
-    for record in typed:
-        json.dumps(record.to_dict())
+        doc["attempts"][0][key] = _enc_free(value, ())
+    report = TraceReport.from_dict(doc)
+    attempt = report.attempts[0]
+    assert isinstance(attempt.partition_health, PartitionHealth)
+    assert isinstance(attempt.halo_completeness, HaloCompleteness)
+    assert attempt.layer_divergence is None or isinstance(attempt.layer_divergence, LayerDivergence)
+    for key, value in ODD_PARTS[name].items():  # mistyped or unknown keys: defaults, the values kept in `extra`
+        written = report.to_dict()["attempts"][0][key]
+        assert _holds(written, _enc_free(value, ())), f"{key}: {written} lost some of what it held"
     text = report.render_text()
     assert text.startswith(report.verdict.upper()) and "Traceback" not in text
     again = TraceReport.from_json(report.to_json())
     assert again == report
 
 
-def test_the_records_read_their_open_parts_typed() -> None:
+def test_the_records_hold_their_open_parts_typed() -> None:
     report = full_report()
     attempt = report.attempts[0]
-    assert attempt.partition.per_rank[1].halo == 3 and attempt.partition.degenerate == attempt.degenerate
-    assert attempt.halo.matches is False and attempt.halo.halo_width == 2.5
-    layers = attempt.layers
+    health = attempt.partition_health
+    assert health.per_rank[1].halo == 3 and health.degenerate == attempt.degenerate
+    assert attempt.halo_completeness.matches is False and attempt.halo_completeness.halo_width == 2.5
+    layers = attempt.layer_divergence
     assert layers is not None and layers.first_divergent is not None
     assert (layers.first_divergent.cls, layers.checked) == ("pkg.Body", 1)
     assert report.run_meta.atol == {"energy": 1e-5, "default": 1e-4} and report.run_meta.world_size == 2
     target = report.target_info
     assert target is not None and target.factory is not None and target.factory.qualname == "make"
-    attempt.layer_divergence, report.target = None, None
-    assert attempt.layers is None and report.target_info is None
+    report.target = None
+    assert report.target_info is None
+
+
+def test_a_dict_given_for_an_open_part_is_read_as_its_record() -> None:
+    attempt = full_report().attempts[0]
+    fields = {f.name: getattr(attempt, f.name) for f in dataclasses.fields(attempt)}
+    fields.update(
+        partition_health={"per_rank": {0: {"owned": 4, "halo": 1, "remote": 2}}, "degenerate": ["x"]},
+        halo_completeness={},
+        layer_divergence={"first_divergent": None, "checked": 2, "max_rel_diff": 0.0},
+    )
+    again = Attempt(**fields)
+    assert again.partition_health.per_rank[0].remote == 2 and again.degenerate == ["x"]
+    assert again.halo_completeness.matches is None and again.to_dict()["halo_completeness"] == {}
+    assert again.layer_divergence is not None and again.layer_divergence.checked == 2

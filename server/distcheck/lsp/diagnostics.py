@@ -23,9 +23,20 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..report import Attempt, HelperDiagnosis, OutputVerdict, TraceReport, tolerance_for
+from ..report import (
+    Attempt,
+    FactoryInfo,
+    Frame,
+    HelperDiagnosis,
+    OutputVerdict,
+    ReportMeta,
+    TraceReport,
+    tolerance_for,
+    view,
+)
 from ..spec.edit import spec_changes
 from . import locate
+from .diagnostics_codes import CODES as DOC_ANCHORS
 from .diagnostics_documents import config_diagnostic, spec_invalid_diagnostics
 from .diagnostics_evidence import evidence_diagnostics
 from .diagnostics_place import ERROR, INFO, SOURCE, WARNING, PlaceContext, Placer, first_line, num
@@ -43,22 +54,8 @@ __all__ = [
     "spec_invalid_diagnostics",
 ]
 
-CODES = (
-    "failing-output",
-    "spec-fix",
-    "spec-missing",
-    "undeclared-helper",
-    "worker-error",
-    "first-divergent-module",
-    "degenerate-partition",
-    "halo-incomplete",
-    "unrouted-aggregation",
-    "suspicious-output",
-    "rank-disagreement",
-    "receptive-field",
-    "spec-invalid",
-    "config-invalid",
-)
+CODES = tuple(DOC_ANCHORS)
+"""Every code the daemon can publish (`diagnostics_codes.CODES`: each with its documentation)."""
 
 # --------------------------------------------------------------------------------------------------
 # spec differences
@@ -86,19 +83,27 @@ def describe_change(change: Mapping[str, Any]) -> str:
 # report → diagnostics
 
 
-def _verdict_message(v: OutputVerdict, attempt: Attempt, meta: Mapping[str, Any]) -> str:
-    atol = tolerance_for(meta.get("atol"), v.name, v.kind)
-    rtol = tolerance_for(meta.get("rtol"), v.name, v.kind)
-    which = f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
+def _which(attempt: Attempt) -> str:
+    return f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
+
+
+def _verdict_message(v: OutputVerdict, attempt: Attempt) -> str:
     if v.status == "missing":
-        return f"output {v.name!r} is missing from the distributed outputs under {which}"
+        return f"Output {v.name!r} is missing from the distributed outputs under {_which(attempt)}."
     if v.status == "shape":
-        return f"output {v.name!r} ({v.kind}) has the wrong shape after consolidation under {which}"
-    head = f"output {v.name!r} ({v.kind}) differs from the single-process run under {which}"
+        return f"Output {v.name!r} ({v.kind}) has the wrong shape after consolidation under {_which(attempt)}."
     if v.status == "nonfinite":
-        head = f"output {v.name!r} ({v.kind}) has non-finite values where the reference is finite under {which}"
+        return f"Output {v.name!r} ({v.kind}) has non-finite values under {_which(attempt)}."
+    return f"Output {v.name!r} ({v.kind}) differs from the single-process run under {_which(attempt)}."
+
+
+def _verdict_evidence(v: OutputVerdict, meta: ReportMeta) -> str:
+    if v.status in ("missing", "shape"):
+        return ""
+    atol = tolerance_for(meta.atol, v.name, v.kind)
+    rtol = tolerance_for(meta.rtol, v.name, v.kind)
     return (
-        f"{head}: max abs diff {num(v.max_abs_diff)} (atol {num(atol)}), max rel diff {num(v.max_rel_diff)} "
+        f"max abs diff {num(v.max_abs_diff)} (atol {num(atol)}), max rel diff {num(v.max_rel_diff)} "
         f"(rtol {num(rtol)}), {v.n_failing}/{v.n_total} elements out of tolerance"
     )
 
@@ -119,20 +124,22 @@ def _failing_outputs(p: Placer, report: TraceReport, fix: Attempt | None, change
         advice = f"auto-fix {fix.rule or 'rule'!r} makes every output match: apply the spec-fix quick fix"
     else:
         advice = first_line(report.next_action) or "see the distcheck report for what to change"
+    meta = report.run_meta
     for v in first.verdicts.values():
         if v.passed or v.status == "suspicious":  # within tolerance: a `suspicious-output` warning says why
             continue
-        message = f"{_verdict_message(v, first, report.meta)}. What to do: {advice}"
+        message = _verdict_message(v, first)
+        evidence = [_verdict_evidence(v, meta)]
         data: dict[str, Any] = {"output": v.name, "specPath": p.ctx.spec_path}
         if fix is not None and changes:
             data.update(edits=changes, rule=fix.rule, spec=report.spec.to_dict())
         span = p.spec_span(["output_kinds", v.name])
         if span is not None:
-            p.add(p.ctx.spec_path, span, "failing-output", message, ERROR, **data)
+            p.add(p.ctx.spec_path, span, "failing-output", message, ERROR, todo=advice, evidence=evidence, **data)
             continue
         where = p.factory(report)
         if where is not None:
-            p.add(where[0], where[1], "failing-output", message, ERROR, **data)
+            p.add(where[0], where[1], "failing-output", message, ERROR, todo=advice, evidence=evidence, **data)
 
 
 def _spec_fix(p: Placer, report: TraceReport, fix: Attempt, changes: list[dict[str, Any]]) -> None:
@@ -144,22 +151,29 @@ def _spec_fix(p: Placer, report: TraceReport, fix: Attempt, changes: list[dict[s
         where = p.factory(report)
         if where is None:
             return
-        summary = "; ".join(describe_change(c) for c in changes[:3]) + (" ..." if len(changes) > 3 else "")
-        message = (
-            f"auto-fix {rule!r} makes every output match ({summary}). There is no spec file yet: apply the "
-            f"quick fix to write the working spec to {name}."
-        )
-        p.add(where[0], where[1], "spec-fix", message, WARNING, edit=changes[0], **common)
+        message = f"Auto-fix {rule!r} makes every output match, but there is no spec file yet."
+        remedy = f"apply the quick fix to write the working spec to {name}."
+        evidence = [describe_change(c) for c in changes]
+        edit = changes[0]
+        p.add(where[0], where[1], "spec-fix", message, WARNING, todo=remedy, evidence=evidence, edit=edit, **common)
         return
     for change in changes:
         span = p.spec_span(change["path"])
         if span is None:
             continue
-        message = (
-            f"auto-fix {rule!r} makes every output match: {describe_change(change)}. Apply the quick fix to "
-            f"change {name} ({fix.rationale})."
+        message = f"Auto-fix {rule!r} makes every output match: {describe_change(change)}."
+        remedy = f"apply the quick fix to change {name}."
+        p.add(
+            p.ctx.spec_path,
+            span,
+            "spec-fix",
+            message,
+            WARNING,
+            todo=remedy,
+            evidence=[describe_change(change), fix.rationale],
+            edit=change,
+            **common,
         )
-        p.add(p.ctx.spec_path, span, "spec-fix", message, WARNING, edit=change, **common)
 
 
 def _helper_sites(p: Placer, h: HelperDiagnosis) -> list[locate.Location]:
@@ -181,11 +195,11 @@ def _undeclared_helpers(p: Placer, report: TraceReport) -> None:
         gap = h.suspected_gap or "its per-rank results do not add up to the single-process result"
         if h.likely_remedy is not None:
             remedy = json.dumps(h.likely_remedy, ensure_ascii=False)
-            todo = f"declare it in distribution.third_party_helpers (the quick fix adds {remedy})"
+            todo = f"declare it in distribution.third_party_helpers (the quick fix adds {remedy})."
         else:
             todo = (
                 "declare an adapter for it in distribution.third_party_helpers "
-                '({"kind": "python", "module_path", "attr_name", "replacement": "module:function"})'
+                '({"kind": "python", "module_path", "attr_name", "replacement": "module:function"}).'
             )
         data = {
             "qualname": h.qualname,
@@ -193,21 +207,21 @@ def _undeclared_helpers(p: Placer, report: TraceReport) -> None:
             "baseSpec": first.spec.to_dict(),
             "specPath": p.ctx.spec_path,
         }
-        source = h.source or {}
-        src_file = source.get("file")
-        if isinstance(src_file, str):
-            line = source.get("line") if isinstance(source.get("line"), int) else 1
-            text = p.ctx.text(src_file)
+        source = view(FactoryInfo, h.source) if h.source is not None else None
+        src_file = source.file if source is not None else None
+        if src_file is not None:
             name = h.function.split(".")[-1]
-            found = locate.definition(text, name, src_file) if text is not None else None
-            span = p.location_span(found) if found is not None else p.line_span(src_file, int(line or 1))
-            message = f"undeclared third-party helper {h.qualname}: {gap}. What to do: {todo}."
-            p.add(src_file, span, "undeclared-helper", message, WARNING, **data)
+            found = locate.definition(p.ctx.text(src_file) or "", name, src_file)
+            line = (source.line if source is not None else None) or 1
+            span = p.location_span(found) if found is not None else p.line_span(src_file, line)
+            message = f"Undeclared third-party helper {h.qualname}: its per-rank results are wrong."
+            p.add(src_file, span, "undeclared-helper", message, WARNING, todo=todo, evidence=[gap], **data)
         for site in _helper_sites(p, h):
-            if isinstance(src_file, str) and os.path.abspath(site.path) == os.path.abspath(src_file):
+            if src_file is not None and os.path.abspath(site.path) == os.path.abspath(src_file):
                 continue
-            message = f"call of the undeclared third-party helper {h.qualname}: {gap}. What to do: {todo}."
-            p.add(site.path, p.location_span(site), "undeclared-helper", message, WARNING, **data)
+            message = f"Call of the undeclared third-party helper {h.qualname}: its per-rank results are wrong."
+            span = p.location_span(site)
+            p.add(site.path, span, "undeclared-helper", message, WARNING, todo=todo, evidence=[gap], **data)
 
 
 def _worker_errors(p: Placer, report: TraceReport) -> None:
@@ -219,36 +233,53 @@ def _worker_errors(p: Placer, report: TraceReport) -> None:
         seen.add((e.type, e.message))
         where = "the reference run" if e.rank is None or e.rank < 0 else f"rank {e.rank}"
         phase = f" during {e.phase}" if e.phase else ""
-        message = f"{e.hint}\n{e.type} on {where}{phase}: {e.message}" if e.hint else f"{e.type}: {e.message}"
+        message = f"{e.type} on {where}{phase}: {first_line(e.message)}"
+        evidence = [e.message] if e.message.strip() != first_line(e.message) else []
         data = {"attempt": attempt.index, "type": e.type}
         frame = e.user_frame  # found where the error happened (runtime.frames); never guessed here
         if frame is not None and p.ctx.text(frame.file) is not None:
-            p.add(frame.file, p.line_span(frame.file, frame.line), "worker-error", message, ERROR, **data)
+            span = p.line_span(frame.file, frame.line)
+            p.add(frame.file, span, "worker-error", message, ERROR, todo=e.hint, evidence=evidence, **data)
             continue
         fallback = p.factory(report)
         if fallback is not None:
-            p.add(fallback[0], fallback[1], "worker-error", message, ERROR, **data)
+            p.add(fallback[0], fallback[1], "worker-error", message, ERROR, todo=e.hint, evidence=evidence, **data)
 
 
 def _first_divergent(p: Placer, report: TraceReport) -> None:
     first = report.attempts[0]
-    ld = first.layer_divergence
-    if first.passed or not isinstance(ld, Mapping):
+    fd = first.layer_divergence.first_divergent if first.layer_divergence is not None else None
+    if first.passed or fd is None or not fd.cls:
         return
-    fd = ld.get("first_divergent")
-    if not isinstance(fd, Mapping) or not isinstance(fd.get("class"), str):
-        return
-    cls = str(fd["class"])
-    found = p.class_location(cls)
+    found = p.class_location(fd.cls)
     if found is None:
         return
-    module = fd.get("module") or cls.split(".")[-1]
-    message = (
-        f"first module whose output diverges from the single-process run: {module} ({cls}), rel diff "
-        f"{num(fd.get('rel_diff'))}. What to do: look in its forward for a per-system reduction or aggregation "
-        "distcheck cannot see (a third-party helper, TorchScript, a custom op) and declare it in the spec."
+    module = fd.module or fd.cls.split(".")[-1]
+    message = f"First module whose output diverges from the single-process run: {module}."
+    remedy = (
+        "look in its forward for a per-system reduction or aggregation distcheck cannot see (a third-party "
+        "helper, TorchScript, a custom op) and declare it in the spec."
     )
-    p.add(found.path, p.location_span(found), "first-divergent-module", message, INFO, module=module, cls=cls)
+    evidence = [f"{module} ({fd.cls}): rel diff {num(fd.rel_diff)} between the ranks' sum and the reference"]
+    p.add(
+        found.path,
+        p.location_span(found),
+        "first-divergent-module",
+        message,
+        INFO,
+        todo=remedy,
+        evidence=evidence,
+        module=module,
+        cls=fd.cls,
+    )
+
+
+def _halo_texts(interpretation: str) -> tuple[str | None, list[str]]:
+    """The halo interpretation split into its remedy (from "Set `...`" on) and what it observed."""
+    at = interpretation.find("Set `")
+    if at < 0:
+        return None, [interpretation]
+    return interpretation[at:], [interpretation[:at].strip()]
 
 
 def _partition(p: Placer, report: TraceReport) -> None:
@@ -257,23 +288,36 @@ def _partition(p: Placer, report: TraceReport) -> None:
     if best is not None and best.degenerate:
         where = p.sample(report)
         if where is not None:
-            message = "degenerate partition: a pass proves nothing. " + " ".join(best.degenerate)
-            p.add(where[0], where[1], "degenerate-partition", message, WARNING, messages=best.degenerate)
-    hc = first.halo_completeness or {}
-    matches = hc.get("matches", hc.get("complete"))
-    if matches is False:
+            message = "Degenerate partition: a pass on this sample proves nothing about distribution."
+            remedy = "use a larger (longer) sample or fewer ranks and validate again."
+            p.add(
+                where[0],
+                where[1],
+                "degenerate-partition",
+                message,
+                WARNING,
+                todo=remedy,
+                evidence=best.degenerate,
+                messages=best.degenerate,
+            )
+    hc = first.halo_completeness
+    if hc.matches is False:
         where = p.sample(report)
         if where is not None:
-            text = str(hc.get("interpretation") or hc.get("message") or "the halo is shallower than the model needs")
-            message = f"halo incomplete under attempt {first.index + 1}: {text}"
+            shown = "unknown" if hc.halo_width is None else f"{num(hc.halo_width)} Å"
+            need = "" if hc.required_width is None else f", {num(hc.required_width)} Å needed"
+            message = f"Halo incomplete under attempt {first.index + 1}: halo width {shown}{need}."
+            fix, evidence = _halo_texts(hc.interpretation or "the halo is shallower than the model needs")
             p.add(
                 where[0],
                 where[1],
                 "halo-incomplete",
                 message,
                 WARNING,
-                haloWidth=hc.get("halo_width"),
-                requiredWidth=hc.get("required_width"),
+                todo=fix,
+                evidence=evidence,
+                haloWidth=hc.halo_width,
+                requiredWidth=hc.required_width,
             )
 
 
@@ -284,13 +328,24 @@ def _spec_missing(p: Placer, report: TraceReport) -> None:
     if where is None:
         return
     name = os.path.basename(p.ctx.spec_path)
-    world = report.meta.get("world_size")
-    message = (
-        f"validated: every output matches the single-process run at world_size {world}, but no spec file is "
-        f"saved yet. Apply the quick fix to save the validated spec to {name}, so later validations (and your "
-        "distributed runs) start from it."
+    world = report.run_meta.world_size
+    message = f"Validated at world_size {world}, but no spec file is saved yet."
+    remedy = (
+        f"apply the quick fix to save the validated spec to {name}, so later validations (and your distributed "
+        "runs) start from it."
     )
-    p.add(where[0], where[1], "spec-missing", message, INFO, spec=report.spec.to_dict(), specPath=p.ctx.spec_path)
+    evidence = [f"every output matches the single-process run at world_size {world}"]
+    p.add(
+        where[0],
+        where[1],
+        "spec-missing",
+        message,
+        INFO,
+        todo=remedy,
+        evidence=evidence,
+        spec=report.spec.to_dict(),
+        specPath=p.ctx.spec_path,
+    )
 
 
 def report_diagnostics(report: TraceReport, ctx: PlaceContext) -> dict[str, list[types.Diagnostic]]:
@@ -315,20 +370,26 @@ def report_diagnostics(report: TraceReport, ctx: PlaceContext) -> dict[str, list
 
 
 def runner_error_diagnostics(
-    error_type: str, message: str, hint: str, user_frame: Mapping[str, Any] | None, ctx: PlaceContext
+    error_type: str, message: str, hint: str, user_frame: Frame | Mapping[str, Any] | None, ctx: PlaceContext
 ) -> dict[str, list[types.Diagnostic]]:
     """A `worker-error` for a validation that could not start (the factory or sample failed to import,
-    a bad spec ...), at the runner's `user_frame` (`{"file", "line", "function"}`: a SyntaxError's own
-    line, else the innermost frame in the user's code) when that file can be read, else on the factory."""
+    a bad spec ...), at the runner's `user_frame` (a SyntaxError's own line, else the innermost frame in
+    the user's code; the runner's JSON `{"file", "line", "function"}` is read as a `Frame` here) when
+    that file can be read, else on the factory; the hint is its remedy."""
     p = Placer(ctx)
-    text = f"{message}\nWhat to do: {hint}" if hint else message
-    frame = user_frame
+    if isinstance(user_frame, Mapping):
+        try:
+            user_frame = Frame.from_dict(user_frame)
+        except ValueError:
+            user_frame = None
+    head = first_line(message) or error_type
+    evidence = [message] if message.strip() != head else []
     data = {"type": error_type}
-    path = str(frame.get("file")) if frame is not None else ""
-    if frame is not None and isinstance(frame.get("line"), int) and ctx.text(path) is not None:
-        p.add(path, p.line_span(path, int(frame["line"])), "worker-error", text, ERROR, **data)
+    if user_frame is not None and ctx.text(user_frame.file) is not None:
+        span = p.line_span(user_frame.file, user_frame.line)
+        p.add(user_frame.file, span, "worker-error", head, ERROR, todo=hint, evidence=evidence, **data)
         return p.out
     where = p.factory(None)
     if where is not None:
-        p.add(where[0], where[1], "worker-error", text, ERROR, **data)
+        p.add(where[0], where[1], "worker-error", head, ERROR, todo=hint, evidence=evidence, **data)
     return p.out

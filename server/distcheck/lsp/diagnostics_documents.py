@@ -47,8 +47,10 @@ def spec_invalid_diagnostics(text: str, path: str, encoding: str = "utf-16") -> 
         else:
             end = _token_end(line, col)
             span = Span(row, index.column_units(row, col), row, index.column_units(row, end))
-        message = f"{err.path}: {err.message}" if err.path != "$" else err.message
-        out.append(make_diagnostic(span, "spec-invalid", message, ERROR, {"path": err.path, "file": path}))
+        problem, _, remedy = err.message.partition("; ")
+        message = f"{err.path}: {problem}" if err.path != "$" else problem
+        data = {"path": err.path, "file": path}
+        out.append(make_diagnostic(span, "spec-invalid", message, ERROR, data, path=path, todo=remedy or None))
     return out
 
 
@@ -62,5 +64,4 @@ def config_diagnostic(
     else:
         index = LineIndex(text, encoding)
         span = index.line_span(row, None if column is None else max(0, column - 1))
-    full = f"{message}. What to do: {hint}" if hint else message
-    return make_diagnostic(span, "config-invalid", full, ERROR, {"file": path})
+    return make_diagnostic(span, "config-invalid", message, ERROR, {"file": path}, path=path, todo=hint or None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..report import Attempt, RankDisagreement, SuspiciousOutput, TraceReport, UnroutedOp
+from ..report import Attempt, FactoryInfo, RankDisagreement, SuspiciousOutput, TraceReport, UnroutedOp, view
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
@@ -64,21 +64,26 @@ def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
     )
 
 
-def _unrouted_message(op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool) -> str:
+def _unrouted_texts(
+    op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool
+) -> tuple[str, str, list[str]]:
+    """The message, the remedy and the evidence of one unrouted aggregation."""
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
-    text = f"unrouted aggregation {op.op} ×{op.count} ({_WHAT.get(op.aggregation, op.aggregation)})"
+    what = _WHAT.get(op.aggregation, op.aggregation)
+    message = f"Unrouted aggregation {op.op} ({what}): each rank computed only its partial."
+    seen = f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}"
     if op.function:
-        text += f" in {op.function}"
-    text += f" on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}"
+        seen += f", in {op.function}"
     if op.call_file and (op.call_file, op.call_line) != (op.file, op.line):
-        text += f", called from {os.path.basename(op.call_file)}:{op.call_line if op.call_line is not None else '?'}"
-    text += ": no handler routed it, so each rank computed only its partial"
+        seen += f", called from {os.path.basename(op.call_file)}:{op.call_line if op.call_line is not None else '?'}"
+    evidence = [seen + "; no handler routed it"]
     if not still and fix is not None:
-        return f"{text}. What to do: {_fix_advice(fix)} (it routes this aggregation)."
+        return message, f"{_fix_advice(fix)} (it routes this aggregation).", evidence
     advice = unrouted_advice(op, attempt.spec)
     if passed:
-        return f"{text}; the outputs match on this sample anyway. To be sure on others: {advice}."
-    return f"{text}. What to do: {advice}."
+        evidence.append("the outputs match on this sample anyway")
+        return message, f"to be sure on other samples, {advice}.", evidence
+    return message, f"{advice}.", evidence
 
 
 def _helper_files(report: TraceReport) -> set[str]:
@@ -87,8 +92,8 @@ def _helper_files(report: TraceReport) -> set[str]:
     files: set[str] = set()
     for attempt in report.attempts:
         for h in attempt.helper_diagnostics:
-            src = (h.source or {}).get("file")
-            if isinstance(src, str) and (h.flagged or h.already_wrapped):
+            src = view(FactoryInfo, h.source).file if h.source is not None else None
+            if src is not None and (h.flagged or h.already_wrapped):
                 files.add(os.path.abspath(src))
     return files
 
@@ -107,7 +112,7 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
             if any(f is not None and os.path.abspath(f) in helpers for f in (op.file, op.call_file)):
                 continue  # inside a helper: its own diagnostic (or its adapter) covers it
             remains = op.key in still
-            message = _unrouted_message(op, attempt, remains, fix, passed)
+            message, remedy, evidence = _unrouted_texts(op, attempt, remains, fix, passed)
             severity = ERROR if remains and not passed else WARNING
             data = {
                 "op": op.op,
@@ -124,12 +129,21 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                     continue
                 span = p.line_span(path, line or 1)
                 if not _already(p, path, span, "unrouted-aggregation", op.op):
-                    p.add(path, span, "unrouted-aggregation", message, severity, **data)
+                    p.add(path, span, "unrouted-aggregation", message, severity, todo=remedy, evidence=evidence, **data)
                 placed = True
             if not placed:
                 where = p.factory(report)
                 if where is not None:
-                    p.add(where[0], where[1], "unrouted-aggregation", message, severity, **data)
+                    p.add(
+                        where[0],
+                        where[1],
+                        "unrouted-aggregation",
+                        message,
+                        severity,
+                        todo=remedy,
+                        evidence=evidence,
+                        **data,
+                    )
 
 
 def _already(p: Placer, path: str, span: Span, code: str, op: str) -> bool:
@@ -150,13 +164,15 @@ def _output_place(p: Placer, report: TraceReport, output: str) -> tuple[str, Spa
     return p.factory(report)
 
 
-def _suspicious_message(s: SuspiciousOutput, attempt: Attempt, advice: str) -> str:
-    return (
-        f"output {s.name!r} ({s.kind}) is within atol/rtol but suspicious under {_which(attempt)}: max abs diff "
-        f"{num(s.max_abs_diff)} is {num(s.ratio)}× the round-off floor {num(s.floor)} of this comparison (measured "
-        f"by a replicated control run; threshold {num(s.threshold)}×), a real distributed error too small for the "
-        f"tolerances. What to do: {advice}"
-    )
+def _suspicious_texts(s: SuspiciousOutput, attempt: Attempt) -> tuple[str, list[str]]:
+    """The message and the evidence of one suspicious output."""
+    message = f"Output {s.name!r} is within tolerance but {num(s.ratio)}× its round-off floor: a distributed error."
+    evidence = [
+        f"under {_which(attempt)}: max abs diff {num(s.max_abs_diff)}, round-off floor {num(s.floor)} of this "
+        f"comparison (measured by a replicated control run), threshold {num(s.threshold)}×; the error is too small "
+        "for the tolerances"
+    ]
+    return message, evidence
 
 
 def _suspicious(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
@@ -170,25 +186,29 @@ def _suspicious(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                 continue
             data = {"output": s.name, "ratio": s.ratio, "floor": s.floor, "attempt": attempt.index}
             data["specPath"] = p.ctx.spec_path
-            p.add(where[0], where[1], "suspicious-output", _suspicious_message(s, attempt, advice), WARNING, **data)
+            message, evidence = _suspicious_texts(s, attempt)
+            p.add(where[0], where[1], "suspicious-output", message, WARNING, todo=advice, evidence=evidence, **data)
 
 
-def _disagreement_message(d: RankDisagreement, attempt: Attempt) -> str:
-    text = f"{d.summary} under {_which(attempt)}"
+def _disagreement_texts(d: RankDisagreement, attempt: Attempt) -> tuple[str, str, list[str]]:
+    """The message, the remedy and the evidence of ranks that disagree on a replicated output."""
+    ranks = ", ".join(str(r) for r in d.ranks)
+    message = f"Ranks {ranks} disagree on the replicated output {d.output!r}; it must be the same on every rank."
+    evidence = [f"{d.summary} under {_which(attempt)}"]
     m = d.first_module
     if m is not None:
-        ranks = ", ".join(str(r) for r in m.ranks)
-        text += (
-            f"; the first module whose per-system value differs across ranks is {m.module} ({m.cls}), on rank"
-            f"{'s' if len(m.ranks) > 1 else ''} {ranks} against rank 0, max |Δ| {num(m.max_abs)}"
+        on = ", ".join(str(r) for r in m.ranks)
+        evidence.append(
+            f"the first module whose per-system value differs across ranks is {m.module} ({m.cls}), on rank"
+            f"{'s' if len(m.ranks) > 1 else ''} {on} against rank 0, max |Δ| {num(m.max_abs)}"
         )
     where = m.module if m is not None else f"the code that computes {d.output}"
-    return (
-        f"{text}. A replicated output must come out the same on every rank. What to do: look in {where} for a "
-        "value that depends on the rank or on which atoms the rank holds (a reduction over the rank's rows the "
-        "runtime does not route: write it as index_add/scatter over batch.batch, or declare the helper in "
-        "distribution.third_party_helpers)."
+    remedy = (
+        f"look in {where} for a value that depends on the rank or on which atoms the rank holds (a reduction over "
+        "the rank's rows the runtime does not route: write it as index_add/scatter over batch.batch, or declare "
+        "the helper in distribution.third_party_helpers)."
     )
+    return message, remedy, evidence
 
 
 def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
@@ -211,14 +231,25 @@ def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
             found = p.class_location(d.first_module.cls) if d.first_module is not None else None
             if d.first_module is not None:
                 data.update(module=d.first_module.module, cls=d.first_module.cls)
-            message = _disagreement_message(d, attempt)
+            message, remedy, evidence = _disagreement_texts(d, attempt)
             severity = ERROR
             if found is not None:
-                p.add(found.path, p.location_span(found), "rank-disagreement", message, severity, **data)
+                p.add(
+                    found.path,
+                    p.location_span(found),
+                    "rank-disagreement",
+                    message,
+                    severity,
+                    todo=remedy,
+                    evidence=evidence,
+                    **data,
+                )
                 continue
             where = _output_place(p, report, d.output)
             if where is not None:
-                p.add(where[0], where[1], "rank-disagreement", message, severity, **data)
+                p.add(
+                    where[0], where[1], "rank-disagreement", message, severity, todo=remedy, evidence=evidence, **data
+                )
 
 
 def _receptive(p: Placer, report: TraceReport) -> None:
@@ -236,11 +267,13 @@ def _receptive(p: Placer, report: TraceReport) -> None:
         else ""
     )
     message = (
-        f"receptive field under-declared: the wrapper declares {declared}, the reference measured {measured} "
-        f"(from {field.basis}){done}. What to do: set num_interactions = {field.measured_depth} on the wrapper."
+        f"Receptive field under-declared: the wrapper declares {field.declared_depth or 1} hop(s), the reference "
+        f"measured {field.measured_depth}."
     )
+    evidence = [f"declared {declared}; measured {measured} (from {field.basis}){done}"]
+    remedy = f"set num_interactions = {field.measured_depth} on the wrapper."
     data = {"declaredDepth": field.declared_depth, "measuredDepth": field.measured_depth}
-    p.add(where[0], where[1], "receptive-field", message, WARNING, **data)
+    p.add(where[0], where[1], "receptive-field", message, WARNING, todo=remedy, evidence=evidence, **data)
 
 
 def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) -> None:

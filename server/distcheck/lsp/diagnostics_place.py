@@ -6,18 +6,32 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types
 
-from ..report import TraceReport
+from ..report import FactoryInfo, TraceReport, view
 from ..spec import jsontext
 from . import locate
+from .diagnostics_codes import MESSAGE_LIMIT, code_description
 from .text import LineIndex, Span
+from .uris import uri_of
 
-__all__ = ["ERROR", "INFO", "SOURCE", "WARNING", "PlaceContext", "Placer", "first_line", "make_diagnostic", "num"]
+__all__ = [
+    "ERROR",
+    "INFO",
+    "SOURCE",
+    "WARNING",
+    "PlaceContext",
+    "Placer",
+    "first_line",
+    "full_text",
+    "make_diagnostic",
+    "num",
+    "short",
+]
 
 SOURCE = "distcheck"
 
@@ -83,16 +97,53 @@ def _range(span: Span) -> types.Range:
     )
 
 
+def short(message: str) -> tuple[str, str | None]:
+    """`message` as a diagnostic shows it: one line of at most `MESSAGE_LIMIT` characters, and the full
+    text when that had to be cut (for the related information), else None."""
+    flat = " ".join(message.split())
+    if len(flat) <= MESSAGE_LIMIT and "\n" not in message.strip():
+        return flat, None
+    cut = flat[: MESSAGE_LIMIT - 1]
+    cut = cut[: cut.rfind(" ")] if " " in cut[MESSAGE_LIMIT // 2 :] else cut
+    return cut.rstrip(" ,;:") + "…", message.strip()
+
+
+def full_text(diagnostic: types.Diagnostic) -> str:
+    """A diagnostic's whole text: its message, then each line of its related information."""
+    related = [r.message for r in diagnostic.related_information or []]
+    return "\n".join([diagnostic.message, *related])
+
+
 def make_diagnostic(
-    span: Span, code: str, message: str, severity: types.DiagnosticSeverity, data: dict[str, Any]
+    span: Span,
+    code: str,
+    message: str,
+    severity: types.DiagnosticSeverity,
+    data: dict[str, Any],
+    *,
+    path: str,
+    todo: str | None = None,
+    evidence: Sequence[str] = (),
 ) -> types.Diagnostic:
-    """One `distcheck` diagnostic on `span`; `data` gets its `code`."""
+    """One `distcheck` diagnostic on `span` of the file `path`: `message` (what is wrong, one sentence
+    under `MESSAGE_LIMIT` characters: cut there, the whole text then kept as evidence), the remedy
+    `todo` ("What to do: ...") and the `evidence` lines as related information at the same place, the
+    `codeDescription` linking `docs/diagnostics.md`; `data` gets its `code`."""
+    text, full = short(message)
+    where = types.Location(uri=uri_of(path), range=_range(span))
+    lines = [full] if full is not None else []
+    lines += [e for e in evidence if e]
+    related = [types.DiagnosticRelatedInformation(location=where, message=line) for line in lines]
+    if todo:
+        related.insert(0, types.DiagnosticRelatedInformation(location=where, message=f"What to do: {todo}"))
     return types.Diagnostic(
         range=_range(span),
-        message=message,
+        message=text,
         severity=severity,
         code=code,
+        code_description=code_description(code),
         source=SOURCE,
+        related_information=related or None,
         data={"code": code, **data},
     )
 
@@ -110,10 +161,21 @@ class Placer:
         self._spec_tree: jsontext.Node | bool | None = False
 
     def add(
-        self, path: str, span: Span, code: str, message: str, severity: types.DiagnosticSeverity, **data: Any
+        self,
+        path: str,
+        span: Span,
+        code: str,
+        message: str,
+        severity: types.DiagnosticSeverity,
+        *,
+        todo: str | None = None,
+        evidence: Sequence[str] = (),
+        **data: Any,
     ) -> None:
+        """Add a diagnostic (see `make_diagnostic`) at `span` of `path`; `data` gets the target's name."""
         data.setdefault("target", self.ctx.target)
-        self.out.setdefault(os.path.abspath(path), []).append(make_diagnostic(span, code, message, severity, data))
+        diagnostic = make_diagnostic(span, code, message, severity, data, path=path, todo=todo, evidence=evidence)
+        self.out.setdefault(os.path.abspath(path), []).append(diagnostic)
 
     def line_span(self, path: str, line: int, start: int | None = None, end: int | None = None) -> Span:
         """Span on 1-based `line` of `path` (code-point columns; the trimmed line when not given)."""
@@ -133,16 +195,13 @@ class Placer:
     # ---- the factory, the sample, the spec
 
     def factory(self, report: TraceReport | None) -> tuple[str, Span] | None:
-        info = (report.target or {}).get("factory") if report is not None else None
-        path, line = None, None
-        if isinstance(info, Mapping):
-            if isinstance(info.get("file"), str):
-                path = info["file"]
-            if isinstance(info.get("line"), int):
-                line = int(info["line"])
+        target = report.target_info if report is not None else None
+        info = target.factory if target is not None else None
+        path = info.file if info is not None else None
+        line = info.line if info is not None else None
         name = self.ctx.factory_name
-        if isinstance(info, Mapping) and isinstance(info.get("qualname"), str):
-            name = str(info["qualname"]).split(".")[-1]
+        if info is not None and info.qualname is not None:
+            name = info.qualname.split(".")[-1]
         path = path or self.ctx.factory_file
         if path is None:
             return None
@@ -153,13 +212,13 @@ class Placer:
         return path, self.line_span(path, line or 1)
 
     def sample(self, report: TraceReport) -> tuple[str, Span] | None:
-        info = (report.target or {}).get("sample")
-        if isinstance(info, Mapping) and isinstance(info.get("file"), str):
-            path = str(info["file"])
-            line = info.get("line")
-            if not path.endswith(".py") or not isinstance(line, int):
-                return path, self.line_span(path, int(line) if isinstance(line, int) else 1)
-            name = str(info.get("qualname") or self.ctx.sample_name).split(".")[-1]
+        target = report.target_info
+        info = view(FactoryInfo, target.sample) if target is not None and target.sample is not None else None
+        if info is not None and info.file is not None:
+            path, line = info.file, info.line
+            if not path.endswith(".py") or line is None:
+                return path, self.line_span(path, line or 1)
+            name = (info.qualname or self.ctx.sample_name).split(".")[-1]
             text = self.ctx.text(path)
             found = locate.definition(text, name, path) if text is not None else None
             if found is not None:

@@ -93,6 +93,8 @@ def _slots_of(cls: type) -> tuple[Slot, ...]:
     out = []
     for f in dataclasses.fields(cls):
         m = f.metadata
+        if m.get("extra"):
+            continue  # an open record's other keys (`parts._Open.extra`): no slot of their own
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         out.append(
             Slot(

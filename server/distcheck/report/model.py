@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -329,9 +329,9 @@ class Attempt(Record):
     output name to its largest difference (None: not computable); `verdicts` map output name to its
     `OutputVerdict`. `handler_counts` is the dispatch trace (handler name -> times fired). `error` is the
     worker error, if any. `helper_diagnostics` are the helper-trace findings. `layer_divergence`
-    (None if not run: see `parts.LayerDivergence`), `partition_health` (`parts.PartitionHealth`) and
-    `halo_completeness` (`parts.HaloCompleteness`, {} when not checked) are free-form dicts whose usual
-    keys the report's JSON Schema documents; the `parts` records read them typed. `timings` maps a
+    (`parts.LayerDivergence`, None if not run), `partition_health` (`parts.PartitionHealth`) and
+    `halo_completeness` (`parts.HaloCompleteness`, `{}` on the wire when not checked) are open records
+    (keys they do not name kept in their `extra`); a dict given for one is read as the record. `timings` maps a
     phase to seconds. `reused_run` is True when the attempt re-consolidated an earlier run's per-rank
     outputs instead of running ranks. `unrouted` lists the aggregations the ranks ran that no handler
     routed (`UnroutedOp`, merged over ranks); absent in older reports, read as [].
@@ -357,9 +357,9 @@ class Attempt(Record):
     handler_counts: dict[str, int]
     error: WorkerError | None
     helper_diagnostics: list[HelperDiagnosis]
-    layer_divergence: dict[str, Any] | None = dataclasses.field(metadata=wire(shape=LayerDivergence))
-    partition_health: dict[str, Any] = dataclasses.field(metadata=wire(shape=PartitionHealth))
-    halo_completeness: dict[str, Any] = dataclasses.field(metadata=wire(shape=HaloCompleteness))
+    layer_divergence: LayerDivergence | None
+    partition_health: PartitionHealth
+    halo_completeness: HaloCompleteness
     timings: dict[str, float]
     reused_run: bool = False
     unrouted: list[UnroutedOp] = dataclasses.field(default_factory=list)
@@ -377,23 +377,16 @@ class Attempt(Record):
         """Names of the outputs whose verdict did not pass, in verdict order."""
         return [name for name, v in self.verdicts.items() if not v.passed]
 
+    def __post_init__(self) -> None:
+        # a free-form dict given for an open part (hand-built reports, older callers) is read as its record
+        if isinstance(self.partition_health, Mapping):
+            self.partition_health = view(PartitionHealth, self.partition_health)
+        if isinstance(self.halo_completeness, Mapping):
+            self.halo_completeness = view(HaloCompleteness, self.halo_completeness)
+        if isinstance(self.layer_divergence, Mapping):
+            self.layer_divergence = view(LayerDivergence, self.layer_divergence)
+
     @property
     def degenerate(self) -> list[str]:
-        """The degenerate-partition messages (`partition_health["degenerate"]`), [] if none."""
-        found = self.partition_health.get("degenerate") or []
-        return [str(m) for m in found] if isinstance(found, (list, tuple)) else [str(found)]
-
-    @property
-    def partition(self) -> PartitionHealth:
-        """`partition_health` read typed (`parts.view`: a missing or mistyped key takes its default)."""
-        return view(PartitionHealth, self.partition_health)
-
-    @property
-    def halo(self) -> HaloCompleteness:
-        """`halo_completeness` read typed (`matches` None when the halo was not checked)."""
-        return view(HaloCompleteness, self.halo_completeness)
-
-    @property
-    def layers(self) -> LayerDivergence | None:
-        """`layer_divergence` read typed, None when the layer diagnostic did not run."""
-        return None if self.layer_divergence is None else view(LayerDivergence, self.layer_divergence)
+        """The degenerate-partition messages (`partition_health.degenerate`), [] if none."""
+        return self.partition_health.degenerate

@@ -1,11 +1,12 @@
 """Typed records of the report's open parts: `partition_health`, `halo_completeness`, `layer_divergence`
-(per attempt), `meta` and `target` (per report).
+(per attempt, stored as these records), `meta` and `target` (per report, stored as free-form dicts and
+read typed with `view`).
 
-On the wire and in `Attempt` / `TraceReport` these stay free-form dicts (their producers in `validate/`
-and `jobs/` add keys over time, and a report may carry keys an older distcheck did not know). These
-records state their usual keys and types once: the JSON Schema documents each part with them (open:
-other keys allowed), and `view` reads a part typed, so a consumer never guesses a key's name or type
-(the renderer reads its parts through them).
+An open part may carry keys an older or newer distcheck wrote that these records do not name: reading
+keeps them in the record's `extra` (as does a usual key whose value has the wrong type: the field then
+takes its default) and writing puts them back, so a report survives a round trip unchanged. The JSON
+Schema documents each part with these records (open: other keys allowed); a consumer reads the
+attributes and never guesses a key's name or type.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from .codec import Record, decode, slots, wire
-from .values import _enc_free
+from .values import _bad, _dec_free, _enc_free, _kind_of, _PathT
 
 __all__ = [
     "DivergentLayer",
@@ -36,28 +37,60 @@ _P = TypeVar("_P", bound=Record)
 
 
 def view(cls: type[_P], part: Mapping[str, Any] | None) -> _P:
-    """`part` (a free-form report dict, or None) read as the open record `cls`: each usual key that is
-    present with the right type is read, every other key is left out, anything missing or mistyped
-    takes the field's default. Never raises on a well-formed report."""
-    kwargs: dict[str, Any] = {}
-    if isinstance(part, Mapping):
-        try:
-            data = _enc_free(part, ())
-        except TypeError:
-            data = {}
-        for s in slots(cls):
-            if s.key in data:
-                try:
-                    kwargs[s.name] = decode(data[s.key], s.tp, (s.key,), s.enum)
-                except ValueError:
-                    pass
-    return cls(**kwargs)
+    """`part` (a free-form report dict, or None) read as the open record `cls` (see `_Open._read`:
+    a usual key with the right type is read, anything else is kept in `extra`, anything missing takes
+    the field's default). Never raises on a well-formed report."""
+    if not isinstance(part, Mapping):
+        return cls()
+    try:
+        return cls._read(_enc_free(part, ()), ())
+    except (TypeError, ValueError):
+        return cls()
 
 
+_O = TypeVar("_O", bound="_Open")
+
+
+@dataclass(eq=False)
 class _Open(Record):
-    """A record of an open part: every field optional, other keys allowed (the schema says so)."""
+    """A record of an open part: every field optional, other keys allowed (the schema says so) and kept
+    in `extra` (keyword-only, not a wire key of its own: its entries are written beside the fields)."""
 
     _open: ClassVar[bool] = True
+    _empty_when_default: ClassVar[bool] = False
+    """Written as `{}` when every field has its default and `extra` is empty (a part "not checked")."""
+
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True, repr=False, metadata={"extra": True})
+
+    @classmethod
+    def _read(cls: type[_O], d: object, path: _PathT) -> _O:
+        if not isinstance(d, Mapping):
+            raise _bad(path, f"expected an object, got {_kind_of(d)}")
+        by_key = {s.key: s for s in slots(cls)}
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in d.items():
+            s = by_key.get(key)
+            if s is not None:
+                try:
+                    kwargs[s.name] = decode(value, s.tp, (*path, key), s.enum)
+                    continue
+                except ValueError:
+                    pass  # kept as it is in `extra`, so writing the record back loses nothing
+            extra[str(key)] = _dec_free(value, (*path, key), int_keys=key == "per_rank")
+        return cls(**kwargs, extra=extra)
+
+    def _encode(self, path: _PathT) -> dict[str, Any]:
+        if self._empty_when_default and not self.extra and self.is_default():
+            return {}
+        out = super()._encode(path)
+        for key, value in self.extra.items():
+            out[key] = _enc_free(value, (*path, key), int_keys=key == "per_rank")
+        return out
+
+    def is_default(self) -> bool:
+        """Does every field hold its default (nothing recorded)?"""
+        return all(getattr(self, s.name) == s.default() for s in slots(type(self)))
 
 
 @dataclass(eq=False)
@@ -84,6 +117,8 @@ class HaloCompleteness(_Open):
     """`Attempt.halo_completeness` ({} when not checked): whether the halo `matches` what the spec's
     scatter mode needs, the `halo_width` used and the `required_width` (Å; None when no bound is known),
     and the `interpretation` in words."""
+
+    _empty_when_default = True
 
     matches: bool | None = None
     halo_width: float | None = None

@@ -202,8 +202,8 @@ class _Renderer:
         ]
         if quiet:
             self.add(_clean("helpers traced: " + ", ".join(quiet), one_line=True), 2)
-        if a.layer_divergence:
-            self.render_layers(a.layers)
+        if a.layer_divergence is not None:
+            self.render_layers(a.layer_divergence)
         self.render_partition(a)
 
     def render_outputs(self, a: Attempt) -> None:
@@ -281,7 +281,7 @@ class _Renderer:
         self.add(_clean(text, one_line=True), 2)
 
     def render_partition(self, a: Attempt) -> None:
-        health = a.partition
+        health = a.partition_health
         if health.per_rank:
             cells = []
             for rank, c in sorted(health.per_rank.items()):
@@ -289,7 +289,7 @@ class _Renderer:
             self.add(_clean("partition: " + "; ".join(cells), one_line=True), 2)
         for message in a.degenerate:
             self.add(self.paint("degenerate:", "yellow") + " " + _clean(message, one_line=True), 2)
-        halo = a.halo
+        halo = a.halo_completeness
         if halo.matches is False:
             text = halo.interpretation or "the halo is shallower than the model needs"
             self.add(self.paint("halo incomplete:", "yellow") + " " + _clean(text, one_line=True), 2)

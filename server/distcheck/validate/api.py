@@ -22,8 +22,10 @@ from ..rank_limits import check_world_size
 from ..report import (
     Attempt,
     DeadlineReached,
+    HaloCompleteness,
     HelperDiagnosis,
     OutputVerdict,
+    PartitionHealth,
     TraceReport,
     WorkerError,
     best_attempt_index,
@@ -364,8 +366,8 @@ def _failed_attempt(
         error=err if isinstance(err, WorkerError) else worker_error(err),
         helper_diagnostics=[],
         layer_divergence=None,
-        partition_health={"per_rank": {}, "degenerate": []},
-        halo_completeness={},
+        partition_health=PartitionHealth(),
+        halo_completeness=HaloCompleteness(),
         timings=timings,
         crash_traces=traces,
     )
@@ -636,7 +638,7 @@ def _validate(
                 reference=reference,
                 run=run,
                 helper_diagnostics=helpers,
-                halo_completeness=attempt.halo_completeness,
+                halo_completeness=attempt.halo_completeness.to_dict(),
                 handler_counts=attempt.handler_counts,
                 world_size=world_size,
                 atol=atol,
@@ -654,7 +656,7 @@ def _validate(
     best = attempts[best_index] if best_index is not None else None
     meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
     report = TraceReport(
-        ok=best is not None and best.passed and not best.partition_health.get("degenerate"),
+        ok=best is not None and best.passed and not best.degenerate,
         spec=best.spec if best is not None else current,
         attempts=attempts,
         next_action="",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
-from ..report import Attempt, CrashTrace, TraceReport, WorkerError
+from ..report import Attempt, CrashTrace, HaloCompleteness, PartitionHealth, TraceReport, WorkerError
 from ..report import Frame as ReportFrame
 from ..runtime.errors import DistributedError, Frame, RankFailure
 from ..spec import MLIPSpec
@@ -105,8 +105,8 @@ def setup_report(error: WorkerError, target: str | None) -> TraceReport:
         error=error,
         helper_diagnostics=[],
         layer_divergence=None,
-        partition_health={"per_rank": {}, "degenerate": []},
-        halo_completeness={},
+        partition_health=PartitionHealth(),
+        halo_completeness=HaloCompleteness(),
         timings={},
     )
     action = f"FAIL — {error.message}\nwhat to do: {error.hint}" if error.hint else f"FAIL — {error.message}"

@@ -54,9 +54,9 @@ def unknown_cause_lines(attempt: Attempt, failing: str, layer_diagnostic: bool) 
         + (f" ({', '.join(u.op for u in attempt.unrouted[:3])})" if attempt.unrouted else "")
     )
     lines.append(f"- ranks disagreeing on a replicated output: {len(attempt.rank_disagreements) or 'none'}")
-    halo = attempt.halo_completeness or {}
-    if halo.get("matches") is True and halo.get("interpretation"):
-        lines.append(f"- halo: {halo['interpretation']}")
+    halo = attempt.halo_completeness
+    if halo.matches is True and halo.interpretation:
+        lines.append(f"- halo: {halo.interpretation}")
     if layer_diagnostic:
         lines.append(
             "- first divergent module: none found (no sub-module's per-atom or per-system output differs, or the "

@@ -7,17 +7,22 @@ remote atom), owns nothing of, or has no halo of tests nothing there, so it is n
 partition counts as degenerate even when the totals over systems look healthy.
 `halo_completeness` checks that the halo is as deep as the spec's scatter mode needs.
 
-Both take the `RankRecord`s of a run (anything with the same attributes works) and return plain,
-JSON-ready dicts. No torch needed.
+Both take the `RankRecord`s of a run (anything with the same attributes works) and return the report's
+records (`PartitionHealth`, `HaloCompleteness`). No torch needed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from distcheck.report import SystemHealth  # absolute: this module also loads as a plain file
+from distcheck.report import (  # absolute: this module also loads as a plain file
+    HaloCompleteness,
+    PartitionHealth,
+    RankCounts,
+    SystemHealth,
+)
 
 if TYPE_CHECKING:
     from ..runtime.launch import RankRecord
@@ -32,15 +37,11 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def partition_health(records: Sequence[RankRecord]) -> dict[str, Any]:
-    """Per-rank atom counts and a list of reasons the partition is degenerate (empty when healthy).
-
-    Returns `{"per_rank": {rank: {"owned", "halo", "remote"}}, "degenerate": [message, …]}` with one
-    message per degenerate rank (naming every count that is zero) or one for a single-rank run.
+def partition_health(records: Sequence[RankRecord]) -> PartitionHealth:
+    """Per-rank atom counts and a list of reasons the partition is degenerate (empty when healthy):
+    one message per degenerate rank (naming every count that is zero) or one for a single-rank run.
     """
-    per_rank: dict[int, dict[str, int]] = {
-        int(r.rank): {"owned": int(r.owned), "halo": int(r.halo), "remote": int(r.remote)} for r in records
-    }
+    per_rank = {int(r.rank): RankCounts(int(r.owned), int(r.halo), int(r.remote)) for r in records}
     degenerate: list[str] = []
     if not records:
         degenerate.append("no rank reported its partition, so nothing about the distributed run can be checked")
@@ -51,19 +52,19 @@ def partition_health(records: Sequence[RankRecord]) -> dict[str, Any]:
         )
     else:
         for rank, counts in sorted(per_rank.items()):
-            if counts["owned"] == 0:
+            if counts.owned == 0:
                 degenerate.append(
                     f"rank {rank} owns no atoms: its domain is empty, so it contributes nothing of its own and "
                     "the run is effectively split over fewer ranks; use a larger sample (longer along one axis) "
                     "or fewer ranks"
                 )
-            if counts["halo"] == 0:
+            if counts.halo == 0:
                 degenerate.append(
                     f"rank {rank} has no halo atoms: no atom of another rank lies within the halo width of its "
                     "domain, so halo exchange and cross-rank edges are never exercised; use a denser or periodic "
                     "sample whose atoms interact across the domain boundary"
                 )
-            if counts["remote"] == 0:
+            if counts.remote == 0:
                 degenerate.append(
                     f"rank {rank} has no remote atoms: every atom is within its halo, so the run never crosses "
                     "a true domain boundary; use a larger sample (longer along one axis) or fewer ranks"
@@ -73,9 +74,9 @@ def partition_health(records: Sequence[RankRecord]) -> dict[str, Any]:
         degenerate += [  # a rank whose totals already show the problem has its message above
             issue.message
             for issue in system_health(records)
-            if per_rank.get(issue.rank, {}).get(totals[issue.problem], 1) != 0
+            if issue.rank not in per_rank or getattr(per_rank[issue.rank], totals[issue.problem]) != 0
         ]
-    return {"per_rank": per_rank, "degenerate": degenerate}
+    return PartitionHealth(per_rank=per_rank, degenerate=degenerate)
 
 
 _SYSTEM_MESSAGES = {
@@ -139,24 +140,20 @@ def halo_completeness(
     scatter_mode: str,
     cutoff: float | None,
     num_interactions: int | None,
-) -> dict[str, Any]:
+) -> HaloCompleteness:
     """Whether the halo the run used is deep enough for its scatter mode.
 
     The required width is the largest neighbour-list cutoff the wrapper asked for through
     `batch.neighbor_list` (`records[*].requested_cutoffs`, else `cutoff`): that for `halo_correction`,
     times `num_interactions` for `local`. A `replicated` policy always matches. Under `halo_correction`,
     a wrapper that built no neighbour list through `batch.neighbor_list` is reported as halo-unaware
-    (`matches` False, `required_width` the width `local` needs). Returns `{"matches", "halo_width",
-    "required_width", "interpretation"}`; widths in Å, `None` where unknown or infinite.
+    (`matches` False, `required_width` the width `local` needs). Widths in Å, `None` where unknown or
+    infinite.
     """
     width = _halo_width(records)
     if policy_kind == "replicated":
-        return {
-            "matches": True,
-            "halo_width": width,
-            "required_width": None,
-            "interpretation": "The replicated policy gives every rank every atom, so no halo is needed.",
-        }
+        replicated = "The replicated policy gives every rank every atom, so no halo is needed."
+        return HaloCompleteness(True, width, None, replicated)
     requested = [float(c) for r in records for c in r.requested_cutoffs]
     reach = max(requested) if requested else (float(cutoff) if cutoff is not None else None)
     depth = int(num_interactions) if num_interactions else None
@@ -172,26 +169,26 @@ def halo_completeness(
     if scatter_mode == "halo_correction" and not requested:
         required = reach * layers if reach is not None else None
         need = f" with `distribution.policy.halo_width` >= {_fmt(required)} Å" if required is not None else ""
-        return {
-            "matches": False,
-            "halo_width": width,
-            "required_width": required,
-            "interpretation": (
+        return HaloCompleteness(
+            False,
+            width,
+            required,
+            (
                 "The wrapper built no neighbour list through `batch.neighbor_list`, so its backbone builds its "
                 "own (halo-unaware) one and halo_correction double counts the edges that cross ranks. "
                 f"Set `distribution.policy.scatter_mode` to 'local'{need}." + depth_note
             ),
-        }
+        )
     if reach is None:
-        return {
-            "matches": True,
-            "halo_width": width,
-            "required_width": None,
-            "interpretation": (
+        return HaloCompleteness(
+            True,
+            width,
+            None,
+            (
                 "Cannot check the halo depth: the wrapper has no `cutoff` attribute and asked for no neighbour "
                 "list through `batch.neighbor_list`; add `self.cutoff = <Å>` to the wrapper."
             ),
-        }
+        )
     source = "largest neighbour-list cutoff requested" if requested else "wrapper's cutoff"
     if scatter_mode == "local":
         required = reach * layers
@@ -215,4 +212,4 @@ def halo_completeness(
             f"The halo is {shown} Å but {needs}, so edges to atoms just beyond the halo are missing. Set "
             f"`distribution.policy.halo_width` >= {_fmt(required)} Å (or null to derive it from the cutoff)."
         )
-    return {"matches": matches, "halo_width": width, "required_width": required, "interpretation": interpretation}
+    return HaloCompleteness(matches, width, required, interpretation)

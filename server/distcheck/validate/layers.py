@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..report import DivergentLayer, LayerDivergence
 from ..runtime.context import current_context
 
 __all__ = ["LayerRecorder", "compare_layers"]
@@ -94,14 +95,14 @@ class LayerRecorder:
 
 def compare_layers(
     reference: Sequence[Mapping[str, Any]], ranks: Sequence[Sequence[Mapping[str, Any]]], rtol: float
-) -> dict[str, Any]:
-    """First module (in reference call order) whose rank-summed record differs from the reference.
-
-    Returns `{"first_divergent": {"module", "class", "key", "rel_diff", "ranks_sum", "ref_sum"} | None,
-    "checked": n, "max_rel_diff": x}`. Records missing on some rank are skipped.
+) -> LayerDivergence:
+    """First module (in reference call order) whose rank-summed record differs from the reference
+    (`first_divergent`, None when none does), how many records were compared and the largest relative
+    difference. Records missing on some rank are skipped.
     """
     by_rank = [{r["key"]: r for r in recs} for recs in ranks]
-    checked, worst, first = 0, 0.0, None
+    checked, worst = 0, 0.0
+    first: DivergentLayer | None = None
     for ref in reference:
         key = ref["key"]
         found = [m.get(key) for m in by_rank]
@@ -121,15 +122,8 @@ def compare_layers(
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
         worst = max(worst, rel)
         if first is None and rel > rtol:
-            first = {
-                "module": ref["module"],
-                "class": ref["class"],
-                "key": key,
-                "rel_diff": rel,
-                "ranks_sum": _short(total),
-                "ref_sum": _short(ref_value),
-            }
-    return {"first_divergent": first, "checked": checked, "max_rel_diff": worst}
+            first = DivergentLayer(ref["module"], ref["class"], key, rel, _short(total), _short(ref_value))
+    return LayerDivergence(first_divergent=first, checked=checked, max_rel_diff=worst)
 
 
 def _short(t: torch.Tensor) -> list[float]:

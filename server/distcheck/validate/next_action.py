@@ -105,15 +105,16 @@ def _deadline_line(d: DeadlineReached) -> str:
 
 
 def _verdict_action(report: TraceReport) -> str:
-    meta = report.meta
-    atol, rtol, ws = meta.get("atol", 0.0), meta.get("rtol", 0.0), meta.get("world_size")
+    meta = report.run_meta
+    atol = 0.0 if meta.atol is None else meta.atol
+    rtol = 0.0 if meta.rtol is None else meta.rtol
     if not report.attempts:
         return "FAIL — nothing was run; check the factory and the sample batch"
     best = report.best_attempt
     if best is None:
         return "FAIL — nothing was run; check the factory and the sample batch"
     lines: list[str] = []
-    degenerate = best.partition_health.get("degenerate") or []
+    degenerate = best.degenerate
     if degenerate:
         head = (
             "FAIL — DEGENERATE partition: "
@@ -125,17 +126,17 @@ def _verdict_action(report: TraceReport) -> str:
         return "\n".join([_error_action(best.error), *crash_lines(best)])
     lines += unrouted_action(best)  # what ran unseen comes before any other cause: it voids them
     if best.passed:
-        head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {ws}"
+        head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {meta.world_size}"
         if report.fix_applied:
             head += f" after auto-fix ({best.rule}); save report.spec as your spec file"
         lines.append(head)
         lines += trust_lines(report)
         lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
-    halo = best.halo_completeness or {}
+    halo = best.halo_completeness
     failing = _failing(best, atol, rtol)
-    if halo and not halo.get("matches", True):
-        lines.append(f"FAIL — halo too shallow: {halo.get('interpretation', '')}")
+    if halo.matches is False:
+        lines.append(f"FAIL — halo too shallow: {halo.interpretation}")
     gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy]
     if gaps and not lines:
         remedy = json.dumps(gaps[0].likely_remedy)
@@ -152,22 +153,19 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(suspicious)
     if best.error is not None and not lines:
         lines.append(f"FAIL — {best.error.hint}")
-    layer = best.layer_divergence or {}
-    first = layer.get("first_divergent") if isinstance(layer, dict) else None
+    first = best.layer_divergence.first_divergent if best.layer_divergence is not None else None
     if not lines:
-        if first:
+        if first is not None:
             lines.append(
-                f"FAIL — {failing}; first divergent module: {first['module']} ({first['class']}), "
-                f"rel diff {_num(first.get('rel_diff'))}; check how it reduces or aggregates across atoms"
+                f"FAIL — {failing}; first divergent module: {first.module} ({first.cls}), "
+                f"rel diff {_num(first.rel_diff)}; check how it reduces or aggregates across atoms"
             )
         else:
-            lines += unknown_cause_lines(best, failing, meta.get("layer_diagnostic") is not False)
+            lines += unknown_cause_lines(best, failing, meta.layer_diagnostic is not False)
     else:
         lines.append(f"failing: {failing}")
-        if first:
-            lines.append(
-                f"first divergent module: {first['module']} ({first['class']}), rel diff {_num(first.get('rel_diff'))}"
-            )
+        if first is not None:
+            lines.append(f"first divergent module: {first.module} ({first.cls}), rel diff {_num(first.rel_diff)}")
     lines += trust_lines(report)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)

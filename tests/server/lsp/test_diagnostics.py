@@ -17,7 +17,8 @@ from distcheck.lsp.diagnostics import (
     runner_error_diagnostics,
     spec_invalid_diagnostics,
 )
-from distcheck.report import Frame, TraceReport
+from distcheck.lsp.diagnostics_place import full_text
+from distcheck.report import Frame, HaloCompleteness, TraceReport
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
@@ -84,15 +85,17 @@ def test_failed_helper_report(examples: Path) -> None:
     )
     failing = [d for d in out[str(model)] if d.code == "failing-output"]
     energy = next(d for d in failing if d.data["output"] == "energy")
-    assert "max abs diff 0.134 (atol 1e-05)" in energy.message and "max rel diff 0.109 (rtol 0.0001)" in energy.message
-    assert "attempt 1" in energy.message and "What to do: FAIL" in energy.message
+    assert "max abs diff 0.134 (atol 1e-05)" in full_text(energy) and "max rel diff 0.109 (rtol 0.0001)" in full_text(
+        energy
+    )
+    assert "attempt 1" in full_text(energy) and "What to do: FAIL" in full_text(energy)
     assert "edits" not in energy.data, "no auto-fix passed, so no fix is offered"
     (definition,) = out[str(nbops)]
     assert definition.data["remedy"]["attr_name"] == "mol_sum" and definition.data["target"] == "helper_model"
     line = nbops.read_text().splitlines()[definition.range.start.line]
     assert line[definition.range.start.character : definition.range.end.character] == "mol_sum"
     module = next(d for d in out[str(readout)] if d.code == "first-divergent-module")
-    assert "MoleculeEnergyReadout" in module.message and "What to do" in module.message
+    assert "MoleculeEnergyReadout" in full_text(module) and "What to do" in full_text(module)
 
 
 def test_auto_fixed_report_with_and_without_a_spec_file(examples: Path) -> None:
@@ -108,8 +111,8 @@ def test_auto_fixed_report_with_and_without_a_spec_file(examples: Path) -> None:
             "value": helper_model.CORRECT_SPEC["distribution"]["third_party_helpers"][0],
         }
     ]
-    assert "no spec file yet" in fix.message
-    assert all("spec-fix quick fix" in d.message for d in out[model] if d.code == "failing-output")
+    assert "no spec file yet" in full_text(fix)
+    assert all("spec-fix quick fix" in full_text(d) for d in out[model] if d.code == "failing-output")
 
     spec_text = MLIPSpec.from_dict(helper_model.SPEC).to_json()
     spec_path = str(examples / "helper_model.distspec.json")
@@ -130,7 +133,9 @@ def test_worker_error_degenerate_and_halo(examples: Path, tmp_path: Path) -> Non
     model = examples / "helper_model.py"
     (error,) = out[str(model)]
     assert error.code == "worker-error" and error.range.start.line == _line(model, "def model_factory")
-    assert error.message.startswith("Shape mismatch") and "RuntimeError on rank 1 during forward" in error.message
+    assert error.message.startswith(
+        "RuntimeError on rank 1 during forward"
+    ) and "What to do: Shape mismatch" in full_text(error)
     # the innermost frame in the user's code wins when it is in the workspace
     user = tmp_path / "fx"
     user.mkdir()
@@ -149,18 +154,18 @@ def test_worker_error_degenerate_and_halo(examples: Path, tmp_path: Path) -> Non
     out = report_diagnostics(degenerate, _context(examples))
     (d,) = out[str(model)]
     assert d.code == "degenerate-partition" and d.range.start.line == _line(model, "def sample_batch")
-    assert "proves nothing" in d.message and "no remote atoms" in d.message
+    assert "proves nothing" in full_text(d) and "no remote atoms" in full_text(d)
 
     halo = _report("helper_model_failed", examples)
-    halo.attempts[0].halo_completeness = {
-        "matches": False,
-        "halo_width": 4.0,
-        "required_width": 12.0,
-        "interpretation": "The halo is 4 Å but needs 12 Å. Set `distribution.policy.halo_width` >= 12 Å.",
-    }
+    halo.attempts[0].halo_completeness = HaloCompleteness(
+        matches=False,
+        halo_width=4.0,
+        required_width=12.0,
+        interpretation="The halo is 4 Å but needs 12 Å. Set `distribution.policy.halo_width` >= 12 Å.",
+    )
     out = report_diagnostics(halo, _context(examples))
     (d,) = [d for d in out[str(model)] if d.code == "halo-incomplete"]
-    assert d.range.start.line == _line(model, "def sample_batch") and "halo_width` >= 12" in d.message
+    assert d.range.start.line == _line(model, "def sample_batch") and "halo_width` >= 12" in full_text(d)
 
 
 def test_passed_report_without_spec_is_spec_missing_and_with_spec_is_clean(examples: Path) -> None:
@@ -179,12 +184,12 @@ def test_runner_error_spec_invalid_and_config(examples: Path) -> None:
     frame = {"file": str(examples / "helper_model.py"), "line": 3, "function": "<module>"}
     out = runner_error_diagnostics("ConfigError", "importing the factory failed", "fix it", frame, _context(examples))
     (d,) = out[str(examples / "helper_model.py")]
-    assert d.code == "worker-error" and d.range.start.line == 2 and "What to do: fix it" in d.message
+    assert d.code == "worker-error" and d.range.start.line == 2 and "What to do: fix it" in full_text(d)
 
     text = '{\n  "format": "distcheck-spec",\n  "version": 1,\n  "system_reductions": "yes"\n}\n'
     (d,) = spec_invalid_diagnostics(text, "x.distspec.json")
     assert d.code == "spec-invalid" and (d.range.start.line, d.range.start.character) == (3, 2)
-    assert d.range.end.character == 2 + len('"system_reductions"') and "system_reductions" in d.message
+    assert d.range.end.character == 2 + len('"system_reductions"') and "system_reductions" in full_text(d)
     assert spec_invalid_diagnostics(MLIPSpec().to_json(), "ok.json") == []
 
     d = config_diagnostic("p.toml", "[tool.distcheck]\n  world_sise = 2\n", 2, None, "unknown key", "use world_size")
@@ -193,4 +198,4 @@ def test_runner_error_spec_invalid_and_config(examples: Path) -> None:
         2,
         16,
     )
-    assert d.message == "unknown key. What to do: use world_size"
+    assert d.message == "unknown key" and full_text(d) == "unknown key\nWhat to do: use world_size"

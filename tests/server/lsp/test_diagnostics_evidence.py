@@ -20,6 +20,7 @@ from lsprotocol import types
 from distcheck.lsp import locate
 from distcheck.lsp.config import read_disk
 from distcheck.lsp.diagnostics import CODES, PlaceContext, report_diagnostics
+from distcheck.lsp.diagnostics_place import full_text
 from distcheck.report import TraceReport
 from distcheck.spec import MLIPSpec
 
@@ -88,8 +89,8 @@ def test_unrouted_at_a_python_line_without_a_fix() -> None:
     ((path, d),) = _by_code(out, "unrouted-aggregation")
     assert Path(path) == ACCURACY / "named_only.py"
     assert d.range.start.line == 20 and "scatter_reduce" in (ACCURACY / "named_only.py").read_text().splitlines()[20]
-    assert d.severity == ERROR and "scatter_reduce(prod) ×2 (atoms → systems)" in d.message
-    assert "on ranks 0, 1" in d.message and "What to do: rewrite it in a form the handlers route" in d.message
+    assert d.severity == ERROR and "scatter_reduce(prod) (atoms → systems)" in d.message and "ran 2×" in full_text(d)
+    assert "on ranks 0, 1" in full_text(d) and "What to do: rewrite it in a form the handlers route" in full_text(d)
     assert _info(d)["op"] == "scatter_reduce(prod)" and _info(d)["origin"] == "python" and _info(d)["count"] == 2
 
 
@@ -105,10 +106,12 @@ def test_unrouted_in_an_imported_scripted_function_fixed_by_auto_fix() -> None:
     assert "scatter_receivers" in caller.read_text().splitlines()[17]
     for _, d in found:
         assert d.severity == WARNING, "the passing fix routes it"
-        assert "auto-fix 'run_torchscript_eagerly' makes every output match" in d.message and "routes" in d.message
+        assert "auto-fix 'run_torchscript_eagerly' makes every output match" in full_text(d) and "routes" in full_text(
+            d
+        )
     # the first attempt's rank disagreement is a symptom the fix removes: the failing outputs carry the fix
     assert not _by_code(out, "rank-disagreement")
-    assert all("run_torchscript_eagerly" in d.message for _, d in _by_code(out, "failing-output"))
+    assert all("run_torchscript_eagerly" in full_text(d) for _, d in _by_code(out, "failing-output"))
 
 
 def test_unrouted_in_a_scripted_function_without_a_fix_and_under_eager() -> None:
@@ -116,14 +119,17 @@ def test_unrouted_in_a_scripted_function_without_a_fix_and_under_eager() -> None
     out = report_diagnostics(_report(data), _context(ACCURACY / "scripted_imported.py"))
     found = _by_code(out, "unrouted-aggregation")
     assert len(found) == 4 and all(d.severity == ERROR for _, d in found)
-    assert all('set distribution.torchscript to "eager"' in d.message for _, d in found)
+    assert all('set distribution.torchscript to "eager"' in full_text(d) for _, d in found)
     assert any(
-        "in scatter_receivers" in d.message and "called from scripted_imported.py:18" in d.message for _, d in found
+        "in scatter_receivers" in full_text(d) and "called from scripted_imported.py:18" in full_text(d)
+        for _, d in found
     )
     data["attempts"][0]["spec"]["distribution"]["torchscript"] = "eager"
     out = report_diagnostics(_report(data), _context(ACCURACY / "scripted_imported.py"))
     found = _by_code(out, "unrouted-aggregation")
-    assert found and all("third_party_helpers" in d.message and "set distribution" not in d.message for _, d in found)
+    assert found and all(
+        "third_party_helpers" in full_text(d) and "set distribution" not in full_text(d) for _, d in found
+    )
 
 
 def test_unrouted_without_a_location_sits_on_the_factory() -> None:
@@ -135,7 +141,7 @@ def test_unrouted_without_a_location_sits_on_the_factory() -> None:
     assert Path(path) == ACCURACY / "named_only.py" and d.range.start.line == _line(
         ACCURACY / "named_only.py", "def model_factory"
     )
-    assert "C++" in d.message
+    assert "C++" in full_text(d)
 
 
 def test_suspicious_outputs_are_warnings_where_failing_outputs_show() -> None:
@@ -147,10 +153,10 @@ def test_suspicious_outputs_are_warnings_where_failing_outputs_show() -> None:
     def_line = _line(COUPLED, "def model_factory")
     for path, d in found:
         assert Path(path) == COUPLED and d.range.start.line == def_line and d.severity == WARNING
-        assert "within atol/rtol but suspicious" in d.message and "round-off floor 1e-13" in d.message
-        assert "× the round-off floor" in d.message and "What to do: FAIL — SUSPICIOUS" in d.message
+        assert "within tolerance but" in d.message and "round-off floor 1e-13" in full_text(d)
+        assert "× its round-off floor" in d.message and "What to do: FAIL — SUSPICIOUS" in full_text(d)
     energy = next(d for _, d in found if _info(d)["output"] == "energy")
-    assert "1.47e+08×" in energy.message
+    assert "1.47e+08×" in full_text(energy)
     spec_text = MLIPSpec.coerce(report.spec.to_dict()).to_json()
     out = report_diagnostics(report, _context(COUPLED, spec_text=spec_text))
     lines = spec_text.splitlines()
@@ -164,8 +170,8 @@ def test_rank_disagreement_on_the_first_module_that_disagrees() -> None:
     out = report_diagnostics(_report(_data("rank_disagreement")), _context(RANK_SPLIT))
     ((path, d),) = _by_code(out, "rank-disagreement")
     assert Path(path) == RANK_SPLIT and d.range.start.line == _line(RANK_SPLIT, "class Shift")
-    assert d.severity == ERROR and "ranks 0, 1 disagree on energy" in d.message and "rank 1 off" in d.message
-    assert "shift (accuracy_models.rank_split.Shift)" in d.message and "What to do: look in shift" in d.message
+    assert d.severity == ERROR and "ranks 0, 1 disagree on energy" in full_text(d) and "rank 1 off" in full_text(d)
+    assert "shift (accuracy_models.rank_split.Shift)" in full_text(d) and "What to do: look in shift" in full_text(d)
     assert _info(d)["ranks"] == [0, 1] and _info(d)["offReference"] == [1] and _info(d)["module"] == "shift"
     # no module found: where the failing output shows
     data = _data("rank_disagreement")
@@ -173,15 +179,15 @@ def test_rank_disagreement_on_the_first_module_that_disagrees() -> None:
     out = report_diagnostics(_report(data), _context(RANK_SPLIT))
     ((path, d),) = _by_code(out, "rank-disagreement")
     assert d.range.start.line == _line(RANK_SPLIT, "model_factory = ")  # the factory, as failing outputs
-    assert "the code that computes energy" in d.message
+    assert "the code that computes energy" in full_text(d)
 
 
 def test_under_declared_receptive_field_on_the_factory() -> None:
     out = report_diagnostics(_report(_data("receptive_fixed")), _context(SHALLOW))
     ((path, d),) = _by_code(out, "receptive-field")
     assert Path(path) == SHALLOW and d.range.start.line == _line(SHALLOW, "def model_factory")
-    assert "declares 2 × 3 Å = 6 Å" in d.message and "measured 3 hop(s)" in d.message
-    assert "halo_width 9.5 Å meanwhile" in d.message and "set num_interactions = 3" in d.message
+    assert "declared 2 × 3 Å = 6 Å" in full_text(d) and "measured 3 hop(s)" in full_text(d)
+    assert "halo_width 9.5 Å meanwhile" in full_text(d) and "set num_interactions = 3" in full_text(d)
     assert _info(d)["measuredDepth"] == 3
 
 
@@ -210,4 +216,6 @@ def test_an_op_inside_a_flagged_or_adapted_helper_is_left_to_the_helper() -> Non
         assert not _by_code(out, "unrouted-aggregation"), (flagged, wrapped)
     out = report_diagnostics(_report(_with_helper_op(False, False)), ctx)
     found = _by_code(out, "unrouted-aggregation")
-    assert sorted(d.range.start.line for _, d in found) == [25, 38] and all("_mol_sum" in d.message for _, d in found)
+    assert sorted(d.range.start.line for _, d in found) == [25, 38] and all(
+        "_mol_sum" in full_text(d) for _, d in found
+    )

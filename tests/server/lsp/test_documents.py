@@ -10,6 +10,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from distcheck.lsp.diagnostics_place import full_text
+
 from .harness import ROOT, Session, copy_examples, lsp_session, plain, uri
 
 pytestmark = [pytest.mark.asyncio]
@@ -105,7 +107,7 @@ async def test_bad_config_gives_one_diagnostic_on_the_offending_line(tmp_path: P
         )
         (d,) = s.diagnostics(doc) or []
         assert d.code == "config-invalid" and d.range.start.line == 10
-        assert "world_sise" in d.message and "What to do" in d.message
+        assert "world_sise" in d.message and "What to do" in full_text(d)
         warned = await s.rec.wait_for(
             lambda e: e.method == "window/showMessage" and "distcheck.worldSize" in e.params.message, timeout=10
         )
@@ -190,7 +192,7 @@ async def test_open_file_without_config_is_a_target(tmp_path: Path) -> None:
         )
         (error,) = event.params.diagnostics
         assert error.code == "worker-error" and error.range.start.line == 13
-        assert "no sample today" in error.message and "What to do" in error.message
+        assert "no sample today" in full_text(error) and "What to do" in full_text(error)
         shown = await s.rec.wait_for(
             lambda e: e.method == "window/showMessage" and "could not validate toy.py" in e.params.message,
             since=mark,

@@ -118,8 +118,8 @@ def test_seeded_bug_shallow_local_halo_is_widened() -> None:
     """`local` with a one-cutoff halo misses the 2nd and 3rd shells: widened to 3 x 4 Å + 0.5 Å."""
     report = validate(aimnet2, 4, spec=_correct_spec(halo_width=4.5))
     first = report.attempts[0]
-    assert not first.passed and first.halo_completeness["matches"] is False
-    assert first.halo_completeness["required_width"] == pytest.approx(12.0)
+    assert not first.passed and first.halo_completeness.matches is False
+    assert first.halo_completeness.required_width == pytest.approx(12.0)
     assert report.ok, report.next_action
     assert [a.rule for a in report.attempts] == [None, "widen_halo"]
     assert report.spec.distribution.policy.halo_width == pytest.approx(12.5)

@@ -78,7 +78,7 @@ def test_seeded_bug_shallow_local_halo_is_widened(tmp_path: Path) -> None:
     spec = copy.deepcopy(schnet.SPEC)
     spec["distribution"]["policy"].update(scatter_mode="local", halo_width=5.5)
     report = validate(schnet, 4, spec=spec)
-    assert report.attempts[0].halo_completeness["matches"] is False
+    assert report.attempts[0].halo_completeness.matches is False
     assert report.ok, report.next_action
     assert [a.rule for a in report.attempts] == [None, "widen_halo"]
     assert report.spec.distribution.policy.halo_width == pytest.approx(15.5)

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from distcheck.report import LayerDivergence
 from distcheck.spec import MLIPSpec
 from distcheck.validate.diagnosis import diagnose_helpers
 from distcheck.validate.layers import compare_layers
@@ -123,12 +124,15 @@ def test_first_divergent_layer_sums_owned_rows_over_ranks() -> None:
         _layer("readout#0", "per_system", torch.tensor([1.5, 2.0])),
     ]
     result = compare_layers(ref, [rank0, rank1], rtol=1e-6)
-    assert result["checked"] == 3
-    assert result["first_divergent"]["module"] == "block" and abs(result["first_divergent"]["rel_diff"] - 0.1) < 1e-12
+    first = result.first_divergent
+    assert result.checked == 3 and first is not None and first.rel_diff is not None
+    assert first.module == "block" and abs(first.rel_diff - 0.1) < 1e-12
     ok = compare_layers(ref[:1], [rank0[:1], rank1[:1]], rtol=1e-6)
-    assert ok["first_divergent"] is None and ok["max_rel_diff"] == 0.0
+    assert ok.first_divergent is None and ok.max_rel_diff == 0.0
 
 
 def test_layers_missing_on_a_rank_are_skipped_not_divergent() -> None:
     ref = [_layer("edge#0", "per_atom", torch.tensor([1.0]))]
-    assert compare_layers(ref, [[], []], rtol=1e-6) == {"first_divergent": None, "checked": 0, "max_rel_diff": 0.0}
+    assert compare_layers(ref, [[], []], rtol=1e-6) == LayerDivergence(
+        first_divergent=None, checked=0, max_rel_diff=0.0
+    )

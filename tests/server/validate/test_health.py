@@ -32,25 +32,28 @@ def record(
 
 def test_healthy_partition() -> None:
     out = partition_health([record(0), record(1, owned=10, halo=3, remote=7)])
-    assert out["degenerate"] == []
-    assert out["per_rank"] == {0: {"owned": 10, "halo": 4, "remote": 6}, 1: {"owned": 10, "halo": 3, "remote": 7}}
+    assert out.degenerate == []
+    assert out.to_dict()["per_rank"] == {
+        "0": {"owned": 10, "halo": 4, "remote": 6},
+        "1": {"owned": 10, "halo": 3, "remote": 7},
+    }
 
 
 def test_no_owned_atoms() -> None:
     out = partition_health([record(0), record(1, owned=0, halo=5, remote=16)])
-    msgs = out["degenerate"]
+    msgs = out.degenerate
     assert len(msgs) == 1 and msgs[0].startswith("rank 1 owns no atoms") and "fewer ranks" in msgs[0]
 
 
 def test_no_halo_atoms() -> None:
     out = partition_health([record(0, halo=0), record(1)])
-    assert len(out["degenerate"]) == 1
-    assert out["degenerate"][0].startswith("rank 0 has no halo atoms")
+    assert len(out.degenerate) == 1
+    assert out.degenerate[0].startswith("rank 0 has no halo atoms")
 
 
 def test_no_remote_atoms() -> None:
     out = partition_health([record(0), record(1, remote=0)])
-    assert out["degenerate"] == [
+    assert out.degenerate == [
         "rank 1 has no remote atoms: every atom is within its halo, so the run never crosses a true domain "
         "boundary; use a larger sample (longer along one axis) or fewer ranks"
     ]
@@ -58,19 +61,19 @@ def test_no_remote_atoms() -> None:
 
 def test_every_zero_count_is_reported() -> None:
     out = partition_health([record(0, halo=0, remote=0), record(1)])
-    assert len(out["degenerate"]) == 2
-    assert all(m.startswith("rank 0") for m in out["degenerate"])
+    assert len(out.degenerate) == 2
+    assert all(m.startswith("rank 0") for m in out.degenerate)
 
 
 def test_world_size_one_is_degenerate() -> None:
     out = partition_health([record(0, owned=20, halo=0, remote=0)])
-    assert len(out["degenerate"]) == 1
-    assert "world_size is 1" in out["degenerate"][0] and "proves nothing" in out["degenerate"][0]
-    assert out["per_rank"] == {0: {"owned": 20, "halo": 0, "remote": 0}}
+    assert len(out.degenerate) == 1
+    assert "world_size is 1" in out.degenerate[0] and "proves nothing" in out.degenerate[0]
+    assert out.to_dict()["per_rank"] == {"0": {"owned": 20, "halo": 0, "remote": 0}}
 
 
 def halo(records: list[RankRecord], policy: str, mode: str, cutoff: float | None, depth: int | None) -> dict[str, Any]:
-    out = halo_completeness(records, policy, mode, cutoff, depth)
+    out = halo_completeness(records, policy, mode, cutoff, depth).to_dict()
     assert set(out) == {"matches", "halo_width", "required_width", "interpretation"}
     return out
 

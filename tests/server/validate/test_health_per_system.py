@@ -84,11 +84,11 @@ def test_each_problem_of_one_system_is_named(systems: list[tuple[int, int, int]]
     records = [_record(0, systems), _record(1, [(50, 10, 40), (4, 4, 4)])]
     found = system_health(records)
     assert [(h.system, h.rank, h.problem) for h in found] == [(1, 0, problem)]
-    degenerate = partition_health(records)["degenerate"]
+    degenerate = partition_health(records).degenerate
     assert len(degenerate) == 1 and degenerate[0].startswith("system 1") and "rank 0" in degenerate[0]
 
 
 def test_one_system_batches_keep_the_per_rank_messages_only() -> None:
     records = [_record(0, [(50, 10, 0)]), _record(1, [(50, 10, 40)])]
     assert system_health(records) == []
-    assert partition_health(records)["degenerate"][0].startswith("rank 0 has no remote atoms")
+    assert partition_health(records).degenerate[0].startswith("rank 0 has no remote atoms")

@@ -66,7 +66,7 @@ def test_an_explicit_halo_is_flagged_not_overridden() -> None:
     assert field is not None and field.under_declared and field.halo_width_set is None
     assert report.attempts[0].spec.distribution.policy.halo_width == 6.5
     halo = report.attempts[0].halo_completeness
-    assert halo["matches"] is False and halo["required_width"] == pytest.approx(9.0)  # the measured depth
+    assert halo.matches is False and halo.required_width == pytest.approx(9.0)  # the measured depth
     assert not report.ok and report.next_action.startswith("FAIL — halo too shallow")
 
 

@@ -28,7 +28,7 @@ def test_examples_pass_with_their_spec(module: Any) -> None:
     assert report.next_action.startswith("OK — ")
     assert report.fix_applied is None and len(report.attempts) == 1
     health = report.attempts[0].partition_health
-    assert not health["degenerate"] and len(health["per_rank"]) == 2
+    assert not health.degenerate and len(health.per_rank) == 2
 
 
 def test_inference_without_any_prior_spec() -> None:
@@ -77,7 +77,7 @@ def test_undeclared_helper_is_flagged_and_adapted(tmp_path: Any) -> None:
     }
     assert diag.source is not None and diag.source["file"].endswith("nbops.py")
     assert diag.n_calls_ref == 3 and diag.n_calls_per_rank == {0: 3, 1: 3}
-    assert first.layer_divergence is not None and first.layer_divergence["first_divergent"] is not None
+    assert first.layer_divergence is not None and first.layer_divergence.first_divergent is not None
     assert report.ok and report.attempts[-1].rule == "declare_helper_adapter"
     handled = [h for h in report.attempts[-1].helper_diagnostics if h.already_wrapped]
     assert handled and handled[0].consistency_passed is True
