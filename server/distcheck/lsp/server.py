@@ -26,6 +26,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
@@ -33,7 +34,16 @@ from . import commands, locate
 from .code_actions import CodeActions
 from .commands import TargetArg, ValidateExtra
 from .config import Settings, read_settings
-from .errors import ALREADY_RUNNING, REQUEST_FAILED, AlreadyRunning, OutsideWorkspace, RequestFailed
+from .errors import (
+    ALREADY_RUNNING,
+    REQUEST_FAILED,
+    AlreadyRunning,
+    ExpectedErrorsWithoutTraceback,
+    OutsideWorkspace,
+    RequestFailed,
+    is_expected,
+    refusal_line,
+)
 from .runner_client import RunnerClient
 from .runs import Run, Runs
 from .store import DiagnosticsStore
@@ -107,6 +117,15 @@ class DistcheckServer(LanguageServer):
             return
         with contextlib.suppress(Exception):
             self.window_log_message(types.LogMessageParams(type=_MESSAGE_TYPES[level], message=message))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A refused request (an expected error) is one `window/logMessage` warning with its message;
+        anything else goes to pygls' reporter (a real bug: its traceback stays on stderr)."""
+        if is_expected(error):
+            assert isinstance(error, JsonRpcException)
+            self.log("warning", refusal_line(error))
+            return
+        super().report_server_error(error, source)
 
     def show(self, level: str, message: str) -> None:
         """`window/showMessage` (and the log)."""
@@ -348,4 +367,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, _unknown = parser.parse_known_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr)
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # a refused request is logged once, as a warning without traceback (DistcheckServer.report_server_error)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(ExpectedErrorsWithoutTraceback())
     return serve_stdio(create_server())
