@@ -33,9 +33,11 @@ import {
   type ProbeResult,
   RestartBudget,
   type ServerCheck,
+  describeSource,
   installCommand,
   interpretProbe,
   resolveInterpreter,
+  settingFromLayers,
 } from "./interpreter";
 import { type ReportMessage, type TargetInfo, isRecord, looksLikeReportMessage } from "./report";
 import { targetFromProgressTitle } from "./status";
@@ -74,6 +76,19 @@ async function pythonFromExtension(resource: vscode.Uri | undefined): Promise<st
   return env?.executable.uri?.fsPath ?? envPath.path;
 }
 
+/**
+ * `distcheck.interpreter` as the settings hold it now (read afresh on every start, never cached), and
+ * which settings hold it.
+ */
+export function readInterpreterSetting(folder: vscode.WorkspaceFolder | undefined): { value: string; scope: string | undefined } {
+  const config = vscode.workspace.getConfiguration("distcheck", folder?.uri);
+  const layered = settingFromLayers(config.inspect<string>("interpreter"));
+  return layered.value ? layered : { value: config.get<string>("interpreter", "") ?? "", scope: undefined };
+}
+
+/** JSON-RPC codes of a request refused on purpose or cancelled (the user's to fix, not a bug): invalid params, request failed, already running, cancelled. */
+const EXPECTED_ERROR_CODES = new Set([-32602, -32803, -32002, -32800]);
+
 function probe(command: string, cwd: string): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const env = { ...process.env, PYTHONSAFEPATH: "1" };
@@ -104,8 +119,8 @@ interface OpenProgress {
 export class ServerManager implements vscode.Disposable {
   client: LanguageClient | undefined;
   interpreter: Interpreter | undefined;
-  readonly output: vscode.OutputChannel;
-  readonly trace: vscode.OutputChannel;
+  /** The extension's log and the language client's output and trace, with levels. */
+  readonly output: vscode.LogOutputChannel;
   private readonly budget = new RestartBudget();
   private starting: Promise<LanguageClient | undefined> | undefined;
   private readonly progress = new Map<string, OpenProgress>();
@@ -118,13 +133,23 @@ export class ServerManager implements vscode.Disposable {
     private readonly context: vscode.ExtensionContext,
     private readonly events: ServerEvents,
   ) {
-    this.output = vscode.window.createOutputChannel("Distcheck");
-    this.trace = vscode.window.createOutputChannel("Distcheck Trace");
-    this.disposables.push(this.output, this.trace);
+    this.output = vscode.window.createOutputChannel("Distcheck", { log: true });
+    this.disposables.push(this.output);
   }
 
+  /** An info line in the Distcheck log. */
   log(line: string): void {
-    this.output.appendLine(`[client ${new Date().toISOString().slice(11, 19)}] ${line}`);
+    this.output.info(line);
+  }
+
+  /** An expected problem (the user's setup or input): a warning with its one-line message and next step. */
+  warn(line: string): void {
+    this.output.warn(line);
+  }
+
+  /** Something that should not happen (a bug, a crash): an error. */
+  error(line: string): void {
+    this.output.error(line);
   }
 
   get running(): boolean {
@@ -161,20 +186,24 @@ export class ServerManager implements vscode.Disposable {
       await this.stop(); // a client that stopped for good (start failed, or crashed too often)
     }
     const folder = vscode.workspace.workspaceFolders?.[0];
-    const config = vscode.workspace.getConfiguration("distcheck", folder?.uri);
+    const setting = readInterpreterSetting(folder);
     this.interpreter = await resolveInterpreter({
-      setting: config.get<string>("interpreter", ""),
+      setting: setting.value,
+      settingScope: setting.scope,
       workspaceFolder: folder?.uri.fsPath,
       home: os.homedir(),
       pythonExtension: () => pythonFromExtension(folder?.uri),
     });
     const python = this.interpreter;
     const cwd = this.workingDirectory();
-    this.log(`interpreter ${python.command} (from ${python.source}); checking: ${python.command} ${IMPORT_CHECK_ARGS.join(" ")}`);
+    this.log(`interpreter ${python.command} (from ${describeSource(python)}); checking: ${python.command} ${IMPORT_CHECK_ARGS.join(" ")}`);
     const check = interpretProbe(python, await probe(python.command, cwd));
     this.lastCheck = check;
     if (!check.ok) {
-      this.log(`${check.message}\n${check.detail}`);
+      this.warn(check.message);
+      if (check.detail.trim()) {
+        this.output.debug(check.detail.trim());
+      }
       this.events.onServerProblem(check.message);
       void this.explainSetupProblem(check, python);
       return undefined;
@@ -203,10 +232,10 @@ export class ServerManager implements vscode.Disposable {
       // The server runs nothing of the workspace until it is told the workspace is trusted.
       initializationOptions: { trusted: vscode.workspace.isTrusted },
       outputChannel: this.output,
-      traceOutputChannel: this.trace,
+      traceOutputChannel: this.output,
       diagnosticCollectionName: "distcheck",
       initializationFailedHandler: (error) => {
-        this.log(`server initialization failed: ${String(error)}`);
+        this.error(`server initialization failed: ${String(error)}`);
         return false;
       },
       errorHandler: {
@@ -214,12 +243,13 @@ export class ServerManager implements vscode.Disposable {
         closed: (): CloseHandlerResult => {
           this.endAllProgress();
           if (budget.allow()) {
-            this.log("server exited unexpectedly (its exit code and last messages are above); restarting it");
+            this.error("server exited unexpectedly (its exit code and last messages are above); restarting it");
             void this.noticeRestart();
             // handled: our notice replaces the client's generic one
             return { action: CloseAction.Restart, handled: true };
           }
           const message = `The distcheck server stopped ${budget.max} times in ${Math.round(budget.windowMs / 60000)} minutes and will not be restarted. See the Distcheck output, then run “Distcheck: Restart server”.`;
+          this.error(message);
           this.events.onServerProblem(message);
           return { action: CloseAction.DoNotRestart, message };
         },
@@ -262,7 +292,7 @@ export class ServerManager implements vscode.Disposable {
       this.hookProgress(client);
       this.log("server started");
     } catch (error) {
-      this.log(`could not start the server: ${String(error)}`);
+      this.error(`could not start the server: ${String(error)}`);
       this.events.onServerProblem(`The distcheck server did not start: ${String(error)}`);
       return undefined;
     }
@@ -388,7 +418,9 @@ export class ServerManager implements vscode.Disposable {
     }
   }
 
+  /** Stops the server and starts it again, resolving the interpreter afresh (the same path as the first start). */
   async restart(): Promise<LanguageClient | undefined> {
+    this.log("restarting the server");
     this.budget.reset();
     await this.stop();
     return this.ensure();
@@ -418,7 +450,18 @@ export class ServerManager implements vscode.Disposable {
     if (!client) {
       throw new Error(this.lastCheck && !this.lastCheck.ok ? this.lastCheck.message : "the distcheck server is not running");
     }
-    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    try {
+      return await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    } catch (error) {
+      const code = isRecord(error) && typeof error.code === "number" ? error.code : undefined;
+      const text = (error instanceof Error ? error.message : String(error)).split("\n")[0] ?? "";
+      if (code !== undefined && EXPECTED_ERROR_CODES.has(code)) {
+        this.warn(`${command} refused: ${text}`);
+      } else {
+        this.error(`${command} failed: ${text}`);
+      }
+      throw error;
+    }
   }
 
   dispose(): void {

@@ -3,7 +3,9 @@
  * `vscode` import), so the resolution order is unit-tested.
  *
  * Order: the `distcheck.interpreter` setting; else the Python extension's active interpreter for the
- * workspace (when that extension is installed); else `python3`.
+ * workspace (when that extension is installed); else `python3`. Every start of the server (the first,
+ * "Distcheck: Restart server", a settings change, a crash restart) goes through `resolveInterpreter`
+ * with the setting read afresh, and the log names the source (and the settings scope it came from).
  */
 
 export type InterpreterSource = "setting" | "python-extension" | "default";
@@ -11,11 +13,48 @@ export type InterpreterSource = "setting" | "python-extension" | "default";
 export interface Interpreter {
   command: string;
   source: InterpreterSource;
+  /** For the setting: which settings held it ("Folder settings", "Workspace settings", "User settings"). */
+  scope?: string | undefined;
+}
+
+/** What `WorkspaceConfiguration.inspect("interpreter")` returns (the fields read here). */
+export interface SettingLayers {
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+/**
+ * The effective `distcheck.interpreter` and the settings that hold it, most specific first (Folder, then
+ * Workspace, then User settings); an empty or non-string value in a layer does not hide the layers below.
+ */
+export function settingFromLayers(layers: SettingLayers | undefined): { value: string; scope: string | undefined } {
+  const ordered: Array<[unknown, string]> = [
+    [layers?.workspaceFolderValue, "Folder settings"],
+    [layers?.workspaceValue, "Workspace settings"],
+    [layers?.globalValue, "User settings"],
+  ];
+  for (const [value, scope] of ordered) {
+    if (typeof value === "string" && value.trim()) {
+      return { value, scope };
+    }
+  }
+  return { value: "", scope: undefined };
+}
+
+/** The log's words for where the interpreter came from. */
+export function describeSource(python: Interpreter): string {
+  if (python.source === "setting") {
+    return `the distcheck.interpreter setting${python.scope ? ` (${python.scope})` : ""}`;
+  }
+  return python.source === "python-extension" ? "the Python extension's active interpreter" : `the default ${DEFAULT_PYTHON} (distcheck.interpreter is not set)`;
 }
 
 export interface InterpreterDeps {
   /** The `distcheck.interpreter` setting ("" when unset). */
   setting: string | undefined;
+  /** Which settings held it, for the log. */
+  settingScope?: string | undefined;
   /** First workspace folder's path, for `${workspaceFolder}` in the setting. */
   workspaceFolder?: string | undefined;
   /** Home directory, for `~` in the setting. */
@@ -40,7 +79,7 @@ export function expandSetting(value: string, workspaceFolder: string | undefined
 export async function resolveInterpreter(deps: InterpreterDeps): Promise<Interpreter> {
   const setting = expandSetting(deps.setting ?? "", deps.workspaceFolder, deps.home);
   if (setting) {
-    return { command: setting, source: "setting" };
+    return deps.settingScope ? { command: setting, source: "setting", scope: deps.settingScope } : { command: setting, source: "setting" };
   }
   if (deps.pythonExtension) {
     try {

@@ -1,12 +1,16 @@
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, it } from "node:test";
 
 import {
   RestartBudget,
+  describeSource,
   expandSetting,
   installCommand,
   interpretProbe,
   resolveInterpreter,
+  settingFromLayers,
 } from "../../extension/src/interpreter";
 
 describe("interpreter resolution order", () => {
@@ -89,5 +93,54 @@ describe("restart budget", () => {
     assert.equal(budget.allow(), false);
     budget.reset();
     assert.equal(budget.allow(), true);
+  });
+});
+
+describe("the setting survives every start", () => {
+  // A `machine` / `machine-overridable` setting written in User settings is dropped in a remote window
+  // (code-server, Remote-SSH, WSL, containers) once VS Code registers the extension's configuration:
+  // the first start read it, "Restart server" then fell back to python3.
+  const manifest = JSON.parse(fs.readFileSync(path.resolve(__dirname, "../../../package.json"), "utf8")) as {
+    contributes: { configuration: { properties: Record<string, { scope?: string }> } | Array<{ properties: Record<string, { scope?: string }> }> };
+  };
+  const sections = Array.isArray(manifest.contributes.configuration) ? manifest.contributes.configuration : [manifest.contributes.configuration];
+  const property = sections.map((c) => c.properties["distcheck.interpreter"]).find((p) => p !== undefined);
+
+  it("distcheck.interpreter is readable from User settings in every window", () => {
+    assert.ok(property, "package.json contributes distcheck.interpreter");
+    assert.ok(
+      !["machine", "machine-overridable", "application"].includes(property.scope ?? "window"),
+      `scope ${property.scope} drops User settings in remote windows or ignores workspace settings`,
+    );
+  });
+
+  it("the most specific settings that set it win; empty layers do not hide the ones below", () => {
+    assert.deepEqual(settingFromLayers({ globalValue: "/u/python" }), { value: "/u/python", scope: "User settings" });
+    assert.deepEqual(settingFromLayers({ globalValue: "/u/python", workspaceValue: "/w/python" }), {
+      value: "/w/python",
+      scope: "Workspace settings",
+    });
+    assert.deepEqual(settingFromLayers({ globalValue: "/u/python", workspaceValue: "/w/python", workspaceFolderValue: "/f/python" }), {
+      value: "/f/python",
+      scope: "Folder settings",
+    });
+    assert.deepEqual(settingFromLayers({ globalValue: "/u/python", workspaceValue: "  " }), { value: "/u/python", scope: "User settings" });
+    assert.deepEqual(settingFromLayers({ globalValue: "/u/python", workspaceValue: 3 }), { value: "/u/python", scope: "User settings" });
+    assert.deepEqual(settingFromLayers({}), { value: "", scope: undefined });
+    assert.deepEqual(settingFromLayers(undefined), { value: "", scope: undefined });
+  });
+
+  it("resolution carries the scope, and the log names the source", async () => {
+    const fromUser = settingFromLayers({ globalValue: "/u/python" });
+    const got = await resolveInterpreter({ setting: fromUser.value, settingScope: fromUser.scope });
+    assert.deepEqual(got, { command: "/u/python", source: "setting", scope: "User settings" });
+    assert.equal(describeSource(got), "the distcheck.interpreter setting (User settings)");
+    assert.match(describeSource({ command: "python3", source: "default" }), /default python3 \(distcheck.interpreter is not set\)/);
+    assert.match(describeSource({ command: "/x", source: "python-extension" }), /Python extension/);
+  });
+
+  it("resolving twice from the same settings gives the same interpreter (no cached or second path)", async () => {
+    const deps = { setting: "/u/python", settingScope: "User settings", pythonExtension: () => Promise.resolve("/ext/python") };
+    assert.deepEqual(await resolveInterpreter(deps), await resolveInterpreter(deps));
   });
 });
