@@ -17,6 +17,7 @@ import { type ReportMessage, summarize } from "./report";
 import { showReport } from "./reportCommands";
 import { ReportPanel } from "./reportPanel";
 import { StatusBar } from "./statusBar";
+import { TestingView } from "./testing";
 
 /** What the extension exposes to tests (`vscode.extensions.getExtension(...).exports`). */
 export interface DistcheckApi {
@@ -38,16 +39,21 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       status.reported(message.target, summary);
       server.log(`report for ${message.target}: ${summary.verdict} — ${summary.headline}`);
       panel.show(message, { preserveFocus: true });
+      testing.reported(message);
     },
     onProgressBegin: (target, message) => status.started(target, message),
     onProgressStep: (target, message) => status.step(target, message),
-    onProgressEnd: (target) => status.finished(target),
+    onProgressEnd: (target, message) => {
+      status.finished(target);
+      testing.progressEnded(target, message);
+    },
     onServerProblem: (problem) => status.problem(problem),
   });
   const session: Session = { server, status, reports };
   const panel = new ReportPanel(context.extensionUri, panelActions(session), (line) => server.log(line));
   activeServer = server;
   const lenses = new ValidateLensProvider(() => server.targets());
+  const testing = new TestingView(session);
 
   const updateFactoryContext = (): void => {
     void vscode.commands.executeCommand("setContext", "distcheck.hasFactory", hasModuleFactory(vscode.window.activeTextEditor?.document));
@@ -58,6 +64,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     status,
     lenses,
     panel,
+    testing,
     vscode.commands.registerCommand("distcheck.validateCommand", (arg?: unknown) => validate(session, arg)),
     vscode.commands.registerCommand("distcheck.cancelCommand", (arg?: unknown) => cancel(session, arg)),
     vscode.commands.registerCommand("distcheck.showReport", (arg?: unknown) => showReport(session, panel, arg)),
@@ -65,6 +72,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     vscode.commands.registerCommand("distcheck.restartServer", async () => {
       await server.restart();
       lenses.refresh();
+      void testing.refresh();
     }),
     vscode.commands.registerCommand("distcheck.showOutput", () => server.output.show(true)),
     vscode.languages.registerCodeLensProvider(
@@ -77,6 +85,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     vscode.workspace.onDidSaveTextDocument((doc) => {
       if (path.basename(doc.fileName) === "pyproject.toml") {
         lenses.refresh();
+        void testing.refresh();
       }
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
@@ -94,6 +103,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
   void server.ensure().then((client) => {
     if (client) {
       lenses.refresh();
+      void testing.refresh();
     }
   });
 

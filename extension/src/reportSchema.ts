@@ -124,6 +124,14 @@ export interface LayerDivergenceJson {
 /** A distribution spec document (its own schema: extension/schemas/distspec.schema.json). */
 export type MLIPSpecJson = Record<string, unknown>;
 
+/** One failing output of the best attempt, as a test runner shows it. */
+export interface OutputFailureJson {
+  output: string;
+  message: string;
+  expected: string;
+  actual: string;
+}
+
 /** One output that could not be compared: the `output`, the `rank` (None: the reference), the `problem` and the `message` saying what to do. */
 export interface OutputProblemJson {
   output?: string | null;
@@ -328,6 +336,8 @@ export interface ReportJson {
   /** Derived: written for readers in other languages, ignored when read. */
   verdict?: "passed" | "failed" | "inconclusive" | "error";
   /** Derived: written for readers in other languages, ignored when read. */
+  state?: "passed" | "passed_after_fix" | "failed" | "inconclusive" | "error";
+  /** Derived: written for readers in other languages, ignored when read. */
   fix_applied?: string | null;
   best_attempt?: number | null;
   next_action: string;
@@ -339,4 +349,6 @@ export interface ReportJson {
   receptive_field?: ReceptiveFieldJson | null;
   roundoff?: RoundoffFloorJson | null;
   sample_warnings?: SampleWarningJson[];
+  /** Derived: written for readers in other languages, ignored when read. */
+  failures?: OutputFailureJson[];
 }

@@ -1,5 +1,6 @@
 """The report document: `TraceReport` (the bottom line, the spec, every attempt), `DeadlineReached`, and
-the one definition of the best attempt (`attempt_rank`, `best_attempt_index`).
+the one definition of the best attempt (`attempt_rank`, `best_attempt_index`) and of the verdict state
+(`report_state`).
 
 JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson underneath):
 
@@ -16,7 +17,7 @@ JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson undernea
   naming where it is.
 - The document carries `"report_version": REPORT_VERSION`; reading a newer one raises `ValueError`
   saying to upgrade distcheck. Reading is strict: a missing field, an unknown field or a wrong type
-  raises `ValueError` naming its JSON path. Derived values (`verdict`, `fix_applied`, `best_attempt`,
+  raises `ValueError` naming its JSON path. Derived values (`verdict`, `state`, `fix_applied`, `failures`, `best_attempt`,
   `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
 - `extension/schemas/report.schema.json` (`distcheck.report.schema`) is the document's JSON Schema.
 
@@ -37,6 +38,7 @@ from distcheck.spec import MLIPSpec
 
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
+from .failures import OutputFailure, output_failures
 from .model import Attempt
 from .parts import ReportMeta, TargetInfo, view
 from .render import render_text
@@ -44,12 +46,14 @@ from .values import _bad, _kind_of, _PathT
 
 __all__ = [
     "DEADLINE_STAGES",
+    "REPORT_STATES",
     "REPORT_VERDICTS",
     "REPORT_VERSION",
     "DeadlineReached",
     "TraceReport",
     "attempt_rank",
     "best_attempt_index",
+    "report_state",
 ]
 
 REPORT_VERSION = 1
@@ -57,6 +61,11 @@ REPORT_VERSION = 1
 
 REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
 """`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
+
+REPORT_STATES: tuple[str, ...] = ("passed", "passed_after_fix", "failed", "inconclusive", "error")
+"""`TraceReport.state` values (`report_state`): the verdict, with "passed" split in two: "passed" when the
+spec as given passed, "passed_after_fix" when only an auto-fixed spec did (the spec on disk still fails
+until the fix is applied). The editor shows this field and never re-derives it."""
 
 
 DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
@@ -112,6 +121,14 @@ def best_attempt_index(attempts: Sequence[Attempt]) -> int | None:
     return min(range(len(attempts)), key=lambda i: (attempt_rank(attempts[i]), i))
 
 
+def report_state(verdict: str, attempts: Sequence[Attempt], best_index: int | None) -> str:
+    """The one verdict-state rule (one of `REPORT_STATES`): `verdict` as is, except that a pass stood on an
+    attempt other than the first (the spec as given) is "passed_after_fix"."""
+    if verdict == "passed" and best_index is not None and best_index > 0 and len(attempts) > best_index:
+        return "passed_after_fix"
+    return verdict
+
+
 @dataclass(eq=False)
 class TraceReport(Record):
     """The result of one validation: the bottom line, the working (or best) spec and every attempt.
@@ -146,11 +163,12 @@ class TraceReport(Record):
     roundoff: RoundoffFloor | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
     sample_warnings: list[SampleWarning] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
 
-    _derived = ("verdict", "fix_applied")
-    _derived_enums = (("verdict", REPORT_VERDICTS),)
+    _derived = ("verdict", "state", "fix_applied", "failures")
+    _derived_enums = (("verdict", REPORT_VERDICTS), ("state", REPORT_STATES))
     _placed = (
         ("verdict", "ok"),
-        ("fix_applied", "verdict"),
+        ("state", "verdict"),
+        ("fix_applied", "state"),
         ("best_attempt", "fix_applied"),
         ("next_action", "best_attempt"),
     )
@@ -192,6 +210,12 @@ class TraceReport(Record):
         return best.rationale
 
     @property
+    def failures(self) -> list[OutputFailure]:
+        """`failures.output_failures` of the best attempt: one record per failing output, the text the
+        JUnit file and the editor's Testing view both show."""
+        return output_failures(self.best_attempt, self.meta)
+
+    @property
     def verdict(self) -> str:
         """One of `REPORT_VERDICTS`, judged on `best_attempt`.
 
@@ -205,6 +229,12 @@ class TraceReport(Record):
         if best.degenerate:
             return "inconclusive"
         return "passed" if best.passed else "failed"
+
+    @property
+    def state(self) -> str:
+        """One of `REPORT_STATES` (`report_state` of `verdict` and the best attempt): what the editor's
+        status item, panel badge and buttons show."""
+        return report_state(self.verdict, self.attempts, self.best_index)
 
     # ---- JSON
 

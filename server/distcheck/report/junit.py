@@ -1,4 +1,5 @@
-"""JUnit XML of a validation report, for CI: one testcase per output of the best attempt."""
+"""JUnit XML of a validation report, for CI: one testcase per target, one failure per failing output
+(the same records and text as the editor's Testing view: `failures.output_failures`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
-
-from .render import tolerance_for
 
 if TYPE_CHECKING:
     from .document import TraceReport
@@ -22,61 +21,38 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def _fmt(x: object) -> str:
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return "-" if x is None else str(x)
-
-
 def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
-    """JUnit XML for CI (the `<testsuites>` root): one testsuite, one testcase per output of the best
-    attempt (a `<failure>` with the abs/rel differences when it is out of tolerance), a `partition`
-    testcase failing when the partition is degenerate, and a `run` testcase carrying the error when a
-    run failed."""
+    """JUnit XML for CI (the `<testsuites>` root): one testsuite holding one testcase named `suite_name`
+    (the target, as the editor's Testing view names its item). The testcase has one `<failure>` per
+    failing output of the best attempt (message and expected/actual text from `report.failures`, the
+    records the Testing view shows too), a `<failure>` when the partition is degenerate or nothing was
+    compared, and an `<error>` carrying the worker/setup error when the run failed."""
     best = report.best_attempt
     classname = f"distcheck.{suite_name}"
-    cases: list[ET.Element] = []
     meta = report.meta
-    if best is not None:
-        for name, v in best.verdicts.items():
-            case = ET.Element("testcase", {"classname": classname, "name": name})
-            if not v.passed:
-                atol = tolerance_for(meta.get("atol"), name, v.kind)
-                rtol = tolerance_for(meta.get("rtol"), name, v.kind)
-                message = (
-                    f"{name} ({v.kind}): {v.status}, max abs diff {_fmt(v.max_abs_diff)} (atol {_fmt(atol)}), "
-                    f"max rel diff {_fmt(v.max_rel_diff)} (rtol {_fmt(rtol)}), "
-                    f"{v.n_failing}/{v.n_total} elements out of tolerance"
-                )
-                failure = ET.SubElement(case, "failure", {"message": message, "type": v.status})
-                details = [message]
-                if v.worst_index is not None:
-                    details.append(f"worst element at index {v.worst_index}")
-                details.append(f"spec tried: {best.rationale}")
-                failure.text = "\n".join(details)
-            cases.append(case)
-        partition = ET.Element("testcase", {"classname": classname, "name": "partition"})
+    case = ET.Element("testcase", {"classname": classname, "name": suite_name})
+    if best is None:
+        ET.SubElement(case, "error", {"message": "no attempt was made", "type": "error"})
+    else:
+        for f in report.failures:
+            failure = ET.SubElement(case, "failure", {"message": f.message, "type": f"output:{f.output}"})
+            failure.text = f"expected: {f.expected}\nactual: {f.actual}\nspec tried: {best.rationale}"
         if best.degenerate:
             failure = ET.SubElement(
-                partition,
+                case,
                 "failure",
                 {"message": "degenerate partition: a pass proves nothing", "type": "degenerate"},
             )
             failure.text = "\n".join(best.degenerate)
-        cases.append(partition)
-        if best.error is not None or not best.verdicts:
-            run = ET.Element("testcase", {"classname": classname, "name": "run"})
-            if best.error is not None:
-                e = best.error
-                error = ET.SubElement(run, "error", {"message": _one_line(f"{e.type}: {e.message}"), "type": e.type})
-                error.text = "\n".join(x for x in (e.hint, e.traceback) if x)
-            else:
-                ET.SubElement(run, "failure", {"message": "no outputs were compared", "type": "no-verdicts"})
-            cases.append(run)
-    else:
-        run = ET.Element("testcase", {"classname": classname, "name": "run"})
-        ET.SubElement(run, "error", {"message": "no attempt was made", "type": "error"})
-        cases.append(run)
+        if best.error is not None:
+            e = best.error
+            error = ET.SubElement(case, "error", {"message": _one_line(f"{e.type}: {e.message}"), "type": e.type})
+            where = e.user_frame
+            location = f"at {where.file}:{where.line}" if where is not None else ""
+            error.text = "\n".join(x for x in (location, e.hint, e.traceback) if x)
+        elif not best.verdicts:
+            ET.SubElement(case, "failure", {"message": "no outputs were compared", "type": "no-verdicts"})
+    cases = [case]
     failures = sum(1 for c in cases if c.find("failure") is not None)
     errors = sum(1 for c in cases if c.find("error") is not None)
     total = meta.get("timings", {}).get("total") if isinstance(meta.get("timings"), Mapping) else None

@@ -1,0 +1,80 @@
+"""The per-output failure record: the one text of "this output is out of tolerance" that every test
+runner shows.
+
+`output_failures(report)` builds one `OutputFailure` per failing output of the best attempt. The CLI's
+JUnit (`junit.py`) writes them as `<failure>` elements and the report JSON carries them as the derived
+`failures` key, which the extension's Testing view turns into `TestMessage.diff(message, expected,
+actual)`: both read the same strings, so the two cannot drift. This module never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .codec import Record
+from .render import tolerance_for
+
+if TYPE_CHECKING:
+    from .model import Attempt, OutputVerdict
+
+__all__ = ["OutputFailure", "output_failure", "output_failures"]
+
+
+@dataclass(eq=False)
+class OutputFailure(Record):
+    """One failing output of the best attempt, as a test runner shows it.
+
+    `output` is the output name; `message` one line naming the output, its largest error and the
+    tolerance it exceeds; `expected` and `actual` short readable texts for a diff view (what the
+    tolerance demands, what the distributed run gave).
+    """
+
+    output: str
+    message: str
+    expected: str
+    actual: str
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return "-" if x is None else str(x)
+
+
+_ACTUAL_BY_STATUS = {
+    "missing": "missing from the distributed result",
+    "shape": "a different shape from the single-process result",
+    "nonfinite": "non-finite values (NaN or inf)",
+}
+
+
+def output_failure(v: OutputVerdict, meta: Mapping[str, object]) -> OutputFailure:
+    """The failure record of output verdict `v` (a failing one) under the tolerances in `meta`
+    (`atol` / `rtol`: a number or a mapping by output name, kind or "default")."""
+    atol = tolerance_for(meta.get("atol"), v.name, v.kind)
+    rtol = tolerance_for(meta.get("rtol"), v.name, v.kind)
+    tolerance = f"atol {_fmt(atol)}, rtol {_fmt(rtol)}"
+    expected = f"{v.name} ({v.kind}): every element equal to the single-process run within {tolerance}"
+    if v.status in _ACTUAL_BY_STATUS:
+        what = _ACTUAL_BY_STATUS[v.status]
+        actual = f"{v.name} ({v.kind}): {what}"
+        message = f"{v.name}: {what} (tolerance {tolerance})"
+    else:
+        worst = "" if v.worst_index is None else f", worst at index {list(v.worst_index)}"
+        actual = (
+            f"{v.name} ({v.kind}): max abs diff {_fmt(v.max_abs_diff)}, max rel diff {_fmt(v.max_rel_diff)}; "
+            f"{v.n_failing}/{v.n_total} elements out of tolerance{worst}"
+        )
+        counts = f"{v.n_failing}/{v.n_total} elements"
+        message = f"{v.name}: max abs diff {_fmt(v.max_abs_diff)} exceeds {tolerance} ({counts})"
+    return OutputFailure(output=v.name, message=message, expected=expected, actual=actual)
+
+
+def output_failures(best: Attempt | None, meta: Mapping[str, object]) -> list[OutputFailure]:
+    """One `output_failure` per failing output of attempt `best`, in the attempt's output order
+    (empty when `best` is None or every output passed)."""
+    if best is None:
+        return []
+    return [output_failure(v, meta) for v in best.verdicts.values() if not v.passed]
