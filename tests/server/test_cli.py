@@ -91,18 +91,15 @@ def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: 
     assert not saved.exists() and "not saving the spec" in err
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and int(suite.get("failures", "0")) >= 1
-    cases = {case.get("name"): case for case in suite.iter("testcase")}
-    assert {"energy", "forces", "partition"} <= set(cases)
-    failure = cases["forces"].find("failure")
-    assert failure is not None
-    assert "max abs diff" in failure.get("message", "") and "max rel diff" in failure.get("message", "")
-    assert cases["partition"].find("failure") is None
-    # A degenerate partition makes the "partition" testcase fail.
+    (case,) = suite.iter("testcase")  # one testcase per target, one failure per failing output
+    failures = {f.get("type"): f for f in case.findall("failure")}
+    assert "output:forces" in failures and "degenerate" not in failures
+    assert "out of tolerance" in failures["output:forces"].get("message", "")
+    # A degenerate partition is a failure of the target's testcase.
     report = TraceReport.from_json(report_path.read_text())
     assert len(report.attempts) == 1 and report.verdict == "failed"
     report.attempts[0].partition_health.degenerate = ["rank 1 has no remote atoms"]
-    partition = next(c for c in cli.junit_xml(report, "unaware").iter("testcase") if c.get("name") == "partition")
-    failed = partition.find("failure")
+    failed = next(f for f in cli.junit_xml(report, "unaware").iter("failure") if f.get("type") == "degenerate")
     assert failed is not None and failed.text == "rank 1 has no remote atoms"
 
 

@@ -57,18 +57,21 @@ def output_failure(v: OutputVerdict, meta: Mapping[str, object]) -> OutputFailur
     rtol = tolerance_for(meta.get("rtol"), v.name, v.kind)
     tolerance = f"atol {_fmt(atol)}, rtol {_fmt(rtol)}"
     expected = f"{v.name} ({v.kind}): every element equal to the single-process run within {tolerance}"
+    diffs = f"max abs diff {_fmt(v.max_abs_diff)}, max rel diff {_fmt(v.max_rel_diff)}"
     if v.status in _ACTUAL_BY_STATUS:
         what = _ACTUAL_BY_STATUS[v.status]
         actual = f"{v.name} ({v.kind}): {what}"
         message = f"{v.name}: {what} (tolerance {tolerance})"
+    elif v.status == "suspicious":
+        actual = f"{v.name} ({v.kind}): {diffs}; within tolerance but far above the round-off floor of this sample"
+        message = f"{v.name}: {diffs} is within {tolerance} but far above round-off: distribution changes the result"
     else:
         worst = "" if v.worst_index is None else f", worst at index {list(v.worst_index)}"
-        actual = (
-            f"{v.name} ({v.kind}): max abs diff {_fmt(v.max_abs_diff)}, max rel diff {_fmt(v.max_rel_diff)}; "
-            f"{v.n_failing}/{v.n_total} elements out of tolerance{worst}"
+        actual = f"{v.name} ({v.kind}): {diffs}; {v.n_failing}/{v.n_total} elements out of tolerance{worst}"
+        message = (
+            f"{v.name}: {v.n_failing}/{v.n_total} elements out of tolerance, "
+            f"max abs diff {_fmt(v.max_abs_diff)} ({tolerance})"
         )
-        counts = f"{v.n_failing}/{v.n_total} elements"
-        message = f"{v.name}: max abs diff {_fmt(v.max_abs_diff)} exceeds {tolerance} ({counts})"
     return OutputFailure(output=v.name, message=message, expected=expected, actual=actual)
 
 
