@@ -479,7 +479,7 @@ def test_innermost_in() -> None:
 def test_render_text_contents(rich_report: TraceReport) -> None:
     text = rich_report.render_text()
     lines = text.splitlines()
-    assert lines[0] == "PASSED: Declare aimnet.nbops.mol_sum as a reduction helper"
+    assert lines[0] == "PASSED AFTER FIX: Declare aimnet.nbops.mol_sum as a reduction helper"
     assert "The validated spec is saved to model.json" in text
     for index in range(3):
         assert f"attempt {index}" in text
@@ -535,14 +535,14 @@ def test_render_text_escapes_nothing_weird(rich_report: TraceReport) -> None:
     assert err is not None
     err.message = "bad value \x1b[31mred\x1b[0m ünïcode"
     plain = rich_report.render_text()
-    assert plain.splitlines()[0] == 'PASSED: Set "halo_width": 5.5 Å in C:\\proj\\spec.json'
+    assert plain.splitlines()[0] == 'PASSED AFTER FIX: Set "halo_width": 5.5 Å in C:\\proj\\spec.json'
     assert "\x1b" not in plain
     assert "\\x1b[31mred" in plain  # the control character is shown, not executed
     assert "ünïcode" in plain
     assert "\\u" not in plain and "\\n" not in plain
     assert all(ch == "\n" or ch.isprintable() for ch in plain)
     colored = rich_report.render_text(color=True)
-    assert "\x1b[32mPASSED\x1b[0m" in colored
+    assert "\x1b[33mPASSED AFTER FIX\x1b[0m" in colored
     assert "\x1b[31m" in colored
     assert colored.splitlines()[0].endswith("5.5 Å in C:\\proj\\spec.json")
 

@@ -31,12 +31,14 @@ from .checks import (
 )
 from .document import (
     DEADLINE_STAGES,
+    REPORT_STATES,
     REPORT_VERDICTS,
     REPORT_VERSION,
     DeadlineReached,
     TraceReport,
     attempt_rank,
     best_attempt_index,
+    report_state,
 )
 from .model import (
     UNROUTED_AGGREGATIONS,
@@ -72,6 +74,7 @@ from .render import render_text, tolerance_for
 __all__ = [
     "DEADLINE_STAGES",
     "RECEPTIVE_STATUSES",
+    "REPORT_STATES",
     "REPORT_VERDICTS",
     "REPORT_VERSION",
     "ROUNDOFF_STATUSES",
@@ -112,6 +115,7 @@ __all__ = [
     "merge_unrouted",
     "receptive_line",
     "render_text",
+    "report_state",
     "suspicious_line",
     "tolerance_for",
     "view",

@@ -17,8 +17,8 @@ JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson undernea
   naming where it is.
 - The document carries `"report_version": REPORT_VERSION`; reading a newer one raises `ValueError`
   saying to upgrade distcheck. Reading is strict: a missing field, an unknown field or a wrong type
-  raises `ValueError` naming its JSON path. Derived values (`verdict`, `state`, `fix_applied`, `failures`, `best_attempt`,
-  `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
+  raises `ValueError` naming its JSON path. Derived values (`verdict`, `state`, `fix_applied`, `failures`,
+  `best_attempt`, `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
 - `extension/schemas/report.schema.json` (`distcheck.report.schema`) is the document's JSON Schema.
 
 Equality of the records is equality of their JSON form (`to_dict()`), so `NaN == NaN` there.
