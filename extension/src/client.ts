@@ -39,6 +39,7 @@ import {
   resolveInterpreter,
   settingFromLayers,
 } from "./interpreter";
+import { LeveledLines } from "./logChannel";
 import { type ReportMessage, type TargetInfo, isRecord, looksLikeReportMessage } from "./report";
 import { targetFromProgressTitle } from "./status";
 
@@ -231,8 +232,9 @@ export class ServerManager implements vscode.Disposable {
       },
       // The server runs nothing of the workspace until it is told the workspace is trusted.
       initializationOptions: { trusted: vscode.workspace.isTrusted },
-      outputChannel: this.output,
-      traceOutputChannel: this.output,
+      // the server's logMessage, the client's own errors and the server's stderr, each at its level
+      outputChannel: new LeveledLines("Distcheck", this.output, "info", this.output),
+      traceOutputChannel: new LeveledLines("Distcheck", this.output, "trace", this.output),
       diagnosticCollectionName: "distcheck",
       initializationFailedHandler: (error) => {
         this.error(`server initialization failed: ${String(error)}`);

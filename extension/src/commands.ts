@@ -4,6 +4,8 @@
  * server (`workspace/executeCommand`, docs/protocol.md) and shows what it answered.
  */
 
+import * as fs from "node:fs";
+
 import * as vscode from "vscode";
 import { ResponseError } from "vscode-languageclient/node";
 
@@ -11,7 +13,7 @@ import { SERVER_COMMANDS, type ServerManager, explainUntrusted } from "./client"
 import { type ReportMessage, type TargetInfo } from "./report";
 import { cancelledTargets, failureKind, outsideWorkspacePaths, savedSpec, startedTarget } from "./serverReplies";
 import { type StatusBar } from "./statusBar";
-import { type ActiveFile, type TargetChoice, chooseTarget } from "./targets";
+import { type ActiveFile, type TargetChoice, chooseTarget, targetPickItems } from "./targets";
 
 /** What the commands and panel actions share: the server, the status bar and the reports seen so far. */
 export interface Session {
@@ -31,17 +33,10 @@ export function errorText(error: unknown): string {
 }
 
 async function pickTarget(targets: TargetInfo[], preselect: string | undefined, title: string): Promise<string | undefined> {
-  type Item = vscode.QuickPickItem & { name: string };
-  const items: Item[] = targets.map((t) => ({
-    label: t.name,
-    name: t.name,
-    description: t.factory ?? "",
-    detail: t.spec ? `spec ${t.spec}` : t.source === "file" ? "model_factory in this file" : undefined,
-    picked: t.name === preselect,
-  }));
-  if (preselect) {
-    items.sort((a, b) => Number(b.name === preselect) - Number(a.name === preselect));
-  }
+  const items = targetPickItems(targets, preselect, {
+    relative: (u) => vscode.workspace.asRelativePath(/^file:/.test(u) ? vscode.Uri.parse(u) : u),
+    exists: (u) => fs.existsSync(vscode.Uri.parse(u).fsPath),
+  });
   const chosen = await vscode.window.showQuickPick(items, { title, placeHolder: "Target to validate", matchOnDescription: true });
   return chosen?.name;
 }

@@ -155,3 +155,46 @@ export function findClassLine(text: string, className: string): number | undefin
   const i = text.split(/\r?\n/).findIndex((l) => re.test(l));
   return i >= 0 ? i : undefined;
 }
+
+export interface TargetPickItem {
+  label: string;
+  /** The target name Validate gets. */
+  name: string;
+  /** Where the factory is: workspace-relative `path:function`. */
+  description: string;
+  /** The target's spec file when it exists (workspace-relative), else what kind of target it is. */
+  detail: string | undefined;
+  picked: boolean;
+}
+
+/** Injected by the caller: workspace-relative text for a `file://` URI or a path, and whether a file exists. */
+export interface PickContext {
+  relative: (uriOrPath: string) => string;
+  exists: (uri: string) => boolean;
+}
+
+/**
+ * Picker rows for `targets`: workspace-relative factory locations, and a spec file only when it exists
+ * on disk (a configured spec not written yet is not offered as if it were there). The preselected
+ * target first, the order otherwise kept.
+ */
+export function targetPickItems(targets: readonly TargetInfo[], preselect: string | undefined, ctx: PickContext): TargetPickItem[] {
+  const items = targets.map((t): TargetPickItem => {
+    const factoryUri = factoryUriOf(t);
+    const fn = factoryFunction(t.factory);
+    const where = factoryUri ? ctx.relative(factoryUri) : t.factory ? relativeFactory(t.factory, ctx) : "";
+    const description = factoryUri && fn ? `${where}:${fn}` : where;
+    const specUri = t.specUri ?? undefined;
+    const spec = specUri && ctx.exists(specUri) ? `spec ${ctx.relative(specUri)}` : undefined;
+    const detail = spec ?? (t.source === "file" ? "model_factory and sample_batch in this file" : undefined);
+    return { label: t.name, name: t.name, description, detail, picked: t.name === preselect };
+  });
+  return preselect ? [...items.filter((i) => i.picked), ...items.filter((i) => !i.picked)] : items;
+}
+
+/** `"/abs/dir/model.py:fn"` → `"dir/model.py:fn"`; a relative factory is left as written. */
+function relativeFactory(factory: string, ctx: PickContext): string {
+  const i = factory.lastIndexOf(":");
+  const [file, fn] = i > 1 ? [factory.slice(0, i), factory.slice(i)] : [factory, ""];
+  return /^(\/|[A-Za-z]:[\\/]|file:)/.test(file) ? `${ctx.relative(file)}${fn}` : factory;
+}

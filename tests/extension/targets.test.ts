@@ -10,6 +10,7 @@ import {
   lensSpots,
   moduleFileCandidates,
   moduleLevelDefs,
+  targetPickItems,
 } from "../../extension/src/targets";
 
 const WS = "file:///ws";
@@ -144,5 +145,58 @@ describe("go to module", () => {
   it("findClassLine", () => {
     assert.equal(findClassLine("import x\n\nclass MoleculeEnergyReadout(nn.Module):\n", "MoleculeEnergyReadout"), 2);
     assert.equal(findClassLine("class MoleculeEnergyReadoutX:\n", "MoleculeEnergyReadout"), undefined);
+  });
+});
+
+describe("target picker rows", () => {
+  const onDisk = new Set([`${WS}/specs/a.distspec.json`]);
+  const ctx = {
+    relative: (u: string): string => u.replace(/^file:\/\/\/ws\//, "").replace(/^\/ws\//, ""),
+    exists: (u: string): boolean => onDisk.has(u),
+  };
+
+  it("factories are workspace-relative path:function, never absolute", () => {
+    const rows = targetPickItems([T("a", "models/a.py"), T("b", "b.py", { factoryUri: null, factory: "/ws/pkg/b.py:make" })], undefined, ctx);
+    assert.deepEqual(
+      rows.map((r) => r.description),
+      ["models/a.py:model_factory", "pkg/b.py:make"],
+    );
+    for (const r of rows) {
+      assert.ok(!r.description.startsWith("/") && !r.description.startsWith("file:"), r.description);
+    }
+  });
+
+  it("a relative factory as configured is kept", () => {
+    const rows = targetPickItems([T("c", "c.py", { factoryUri: null, factory: "examples/c.py:model_factory" })], undefined, ctx);
+    assert.equal(rows[0]?.description, "examples/c.py:model_factory");
+  });
+
+  it("a spec file is shown only when it exists, relative to the workspace", () => {
+    const rows = targetPickItems(
+      [
+        T("a", "a.py", { spec: "/ws/specs/a.distspec.json", specUri: `${WS}/specs/a.distspec.json`, specConfigured: true }),
+        T("b", "b.py", { spec: "/ws/specs/b.distspec.json", specUri: `${WS}/specs/b.distspec.json`, specConfigured: true }),
+        T("c", "c.py", { spec: "/ws/c.distspec.json", specUri: null }),
+        T("f", "f.py", { source: "file", uri: `${WS}/f.py`, factoryUri: `${WS}/f.py` }),
+      ],
+      undefined,
+      ctx,
+    );
+    assert.deepEqual(
+      rows.map((r) => r.detail),
+      ["spec specs/a.distspec.json", undefined, undefined, "model_factory and sample_batch in this file"],
+    );
+  });
+
+  it("the preselected target comes first and is picked; the rest keep their order", () => {
+    const rows = targetPickItems([T("a", "a.py"), T("b", "b.py"), T("c", "c.py")], "c", ctx);
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.picked]),
+      [
+        ["c", true],
+        ["a", false],
+        ["b", false],
+      ],
+    );
   });
 });
