@@ -79,6 +79,20 @@ def describe_change(change: Mapping[str, Any]) -> str:
     return f"set {where} to {value}"
 
 
+def brief_change(change: Mapping[str, Any]) -> str:
+    """`describe_change` without a long value: `add an item to third_party_helpers`, ..."""
+    text = describe_change(change)
+    if len(text) <= 60:
+        return text
+    where = _dotted(change.get("path") or [])
+    op = change.get("op")
+    if op == "append":
+        return f"add an item to {where}"
+    if op in ("remove", "delete"):
+        return f"remove an item from {where}" if op == "remove" else f"remove {where}"
+    return f"change {where}"
+
+
 # --------------------------------------------------------------------------------------------------
 # report → diagnostics
 
@@ -161,7 +175,7 @@ def _spec_fix(p: Placer, report: TraceReport, fix: Attempt, changes: list[dict[s
         span = p.spec_span(change["path"])
         if span is None:
             continue
-        message = f"Auto-fix {rule!r} makes every output match: {describe_change(change)}."
+        message = f"Auto-fix {rule!r} makes every output match: {brief_change(change)}."
         remedy = f"apply the quick fix to change {name}."
         p.add(
             p.ctx.spec_path,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
+from distcheck.lsp.diagnostics_place import full_text
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
@@ -97,7 +98,7 @@ async def test_passing_target_spec_missing_fix_creates_the_file(tmp_path: Path) 
         assert d.range.start.line == def_line and d.source == "distcheck"
         line_text = factory.read_text().splitlines()[def_line]
         assert line_text[d.range.start.character : d.range.end.character] == "model_factory"
-        assert "pair_potential.distspec.json" in d.message and "quick fix" in d.message
+        assert "pair_potential.distspec.json" in full_text(d) and "quick fix" in full_text(d)
 
         # the quick fix, resolved lazily, creates the spec file
         (action,) = await _actions(s, factory_uri, diags)
@@ -166,7 +167,7 @@ async def test_failing_target_diagnostics_quick_fix_on_the_open_buffer(tmp_path:
         failing = {d.data["output"]: d for d in spec_diags if d.code == "failing-output"}
         for name, d in failing.items():
             assert d.range.start.line == _line_of(spec_file, f'"{name}": "per_')
-            assert "max abs diff" in d.message and "atol" in d.message and "attempt 1" in d.message
+            assert "max abs diff" in full_text(d) and "atol" in full_text(d) and "attempt 1" in d.message
         (fix,) = [d for d in spec_diags if d.code == "spec-fix"]
         assert fix.range.start.line == _line_of(spec_file, '"third_party_helpers"')
         assert "declare_helper_adapter" in fix.message
@@ -205,9 +206,9 @@ async def test_failing_target_diagnostics_quick_fix_on_the_open_buffer(tmp_path:
         )
         assert fixed == expected, "only the array changed, indented like the rest of the file"
 
-        # apply it to the open buffer only (unsaved): the next validation uses the buffer and passes
+        # apply it and save (the editor saves before validating; unsaved edits: test_validate_on_disk.py)
         s.change(spec_uri, fixed, version=2)
-        assert spec_file.read_text() == original
+        spec_file.write_text(fixed)
         _, payload, mark = await _validate(s, "helper_model")
         assert payload["report"]["attempts"][0]["passed"] is True
         for doc in (spec_uri, uri(nbops), uri(model), uri(readout)):
