@@ -35,7 +35,7 @@ from .workspace import WorkspaceState
 if TYPE_CHECKING:
     from .server import DistcheckServer
 
-__all__ = ["Run", "Runs"]
+__all__ = ["Run", "Runs", "end_message"]
 
 
 @dataclass
@@ -51,6 +51,19 @@ class Run:
     progress: bool = False
     started: float = field(default_factory=time.monotonic)
     ranks: dict[int, int] = field(default_factory=dict)
+    # the target's files whose unsaved buffer edits this run does not see (it runs what is on disk)
+    unsaved: list[str] = field(default_factory=list)
+
+
+def end_message(state: str, headline: str, unsaved: list[str]) -> str:
+    """The progress end message of a finished run: the headline, led by "fix available — apply the best
+    spec" when only an auto-fixed spec passed (`TraceReport.state`), and followed by the files whose
+    unsaved edits were not validated."""
+    line = f"fix available — apply the best spec: {headline}" if state == "passed_after_fix" else headline
+    if unsaved:
+        names = ", ".join(os.path.basename(p) for p in unsaved)
+        line += f" (validated the saved files: unsaved edits in {names} were not; save and validate again)"
+    return line
 
 
 class Runs:
@@ -207,6 +220,7 @@ class Runs:
                 if run.cancelled:
                     raise RunCancelled()
                 spec = self._workspace.spec_param(run.target)
+                run.unsaved = self._workspace.unsaved_files(run.target)
                 params = run.target.runner_params(options, spec)
                 log("info", f"validating {name} (options {options}, spec {run.target.spec_path})")
                 t0 = time.monotonic()
@@ -277,10 +291,11 @@ class Runs:
             "specUri": uri_of(run.target.spec_path),
             "report": result,
             "notice": notice if isinstance(notice, str) else None,
+            "unsaved": [uri_of(p) for p in run.unsaved],
         }
         self.reports[name] = payload
         self.report_targets[name] = run.target
-        line = diagnostics.first_line(report.next_action) or report.verdict
+        line = end_message(report.state, diagnostics.first_line(report.next_action) or report.verdict, run.unsaved)
         self._progress(run, "end", line)
         count = sum(len(v) for v in placed.values())
         self._server.log("info", f"{name}: {report.verdict} — {line} ({count} diagnostic(s))")

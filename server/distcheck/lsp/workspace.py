@@ -1,6 +1,7 @@
 """The workspace as the daemon sees it: folders, open buffers, configs, spec documents and targets.
 
-Every read goes through the open buffer first (unsaved edits count), then the disk. Configs are
+Every read for checking and placing goes through the open buffer first (unsaved edits count), then the
+disk; a validation runs what is on disk (`spec_param`, `unsaved_files`). Configs are
 re-read on every question (they are small and the user edits them), each broken one publishing a
 `config-invalid` diagnostic, and spec documents are checked as they are opened, edited and saved
 (`spec-invalid`). `resolve_target` turns what `distcheck.validate` was given — a target name, a
@@ -14,7 +15,6 @@ import os
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
@@ -142,22 +142,42 @@ class WorkspaceState:
         self._store.replace(f"spec-invalid:{path}", {path: found})
 
     def spec_param(self, target: TargetInfo) -> Any:
-        """The prior spec for the runner: the open buffer's JSON, else the file's path, else None.
-        Raises `JsonRpcInvalidParams` when the spec has errors."""
-        text, version, _ = self.doc_state(target.spec_path)
+        """The prior spec for the runner: the spec file's path, or None when there is no file on disk.
+
+        The runner imports the model from disk, so it validates the spec on disk too, never an unsaved
+        buffer (the editor saves first, or the report says what was not validated: `unsaved_files`).
+        Raises `JsonRpcInvalidParams` when the spec on disk has errors."""
+        text = read_disk(norm(target.spec_path))
         if text is None:
             return None
         errors = validate_json(text)
         if errors:
             first = errors[0]
             where = f"line {first.line}: " if first.line else ""
-            raise JsonRpcInvalidParams(
-                f"the spec {target.spec_path} has {len(errors)} error(s) ({where}{first}); fix them (see the "
-                "spec-invalid diagnostics) and validate again"
+            unsaved = norm(target.spec_path) in self.unsaved_files(target)
+            remedy = (
+                "save the file (its unsaved edits are not validated) or fix the errors"
+                if unsaved
+                else "fix them (see the spec-invalid diagnostics)"
             )
-        if version is not None:
-            return orjson.loads(text)
+            raise JsonRpcInvalidParams(
+                f"the spec {target.spec_path} on disk has {len(errors)} error(s) ({where}{first}); {remedy} and "
+                "validate again"
+            )
         return target.spec_path
+
+    def unsaved_files(self, target: TargetInfo) -> list[str]:
+        """The target's model file and spec file whose open buffer differs from the file on disk: edits a
+        validation does not see (it runs what is on disk)."""
+        out: list[str] = []
+        for path in (target.factory_file, target.spec_path):
+            if not path:
+                continue
+            key = norm(path)
+            text, version, _ = self.doc_state(key)
+            if version is not None and text != read_disk(key) and key not in out:
+                out.append(key)
+        return out
 
     # ---- targets
 
