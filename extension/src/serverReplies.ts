@@ -65,3 +65,37 @@ export function savedSpec(result: unknown): { uri: string; unchanged: boolean } 
   }
   return { uri: result.saved, unchanged: result.unchanged === true };
 }
+
+/** A protocol `Location` (`distcheck/locateModule`'s answer): its file URI and 0-based start position. */
+export interface LocatedAt {
+  uri: string;
+  line: number;
+  character: number;
+}
+
+function isPosition(value: unknown): value is { line: number; character: number } {
+  return isRecord(value) && Number.isInteger(value.line) && Number.isInteger(value.character) && (value.line as number) >= 0;
+}
+
+/**
+ * Where `distcheck/locateModule` says the class is (`{uri, range}`), or undefined when the server
+ * answered null ("not in the workspace") or something that is not a location.
+ */
+export function locatedModule(result: unknown): LocatedAt | undefined {
+  if (!isRecord(result) || typeof result.uri !== "string" || !result.uri || !isRecord(result.range)) {
+    return undefined;
+  }
+  const start = result.range.start;
+  return isPosition(start) ? { uri: result.uri, line: start.line, character: start.character } : undefined;
+}
+
+/**
+ * `distcheck/helperFix`'s answer when it is a resolved code action (a `title` and an `edit` object),
+ * else undefined (null: no ready adapter for that helper in the last report).
+ */
+export function helperFixAction(result: unknown): { title: string; edit: Record<string, unknown> } | undefined {
+  if (!isRecord(result) || typeof result.title !== "string" || !isRecord(result.edit)) {
+    return undefined;
+  }
+  return { title: result.title, edit: result.edit };
+}

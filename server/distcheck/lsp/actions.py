@@ -9,6 +9,11 @@ spec, 2-space indented as `MLIPSpec.to_json` writes it.
 
 `new_spec_text(kind, data, current)` is the pure part: the spec text after the fix. The text edits
 themselves are the data model's (`distcheck.spec.edit`, shared with `MLIPSpec.save`).
+
+`report_fixes(report, spec_path)` lists every spec fix a report holds — each helper adapter the
+helper trace has ready, and the passing auto-fix's changes — as the same `(code, data)` the
+diagnostics carry, so a fix can be offered wherever a diagnostic of that report shows (the spec
+JSON, the factory, a call site) and all of them applied at once (`all_fixes_text`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from ..report import TraceReport
 from ..spec import MLIPSpec, SpecError, validate_json
 from ..spec.edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
 from ..spec.jsontext import JsonEditError, find, parse
@@ -29,8 +35,11 @@ __all__ = [
     "FIXABLE",
     "ActionError",
     "action_title",
+    "all_fixes_text",
     "apply_changes",
+    "helper_fixes",
     "new_spec_text",
+    "report_fixes",
     "workspace_edit",
 ]
 
@@ -114,6 +123,51 @@ def new_spec_text(code: str, data: Mapping[str, Any], current: str | None) -> st
             f"cannot edit the spec file: {err}; fix its JSON (see the spec-invalid diagnostics) and try again"
         ) from err
     raise ActionError(f"no quick fix for {code!r}")
+
+
+def helper_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
+    """The `undeclared-helper` fix data of each flagged helper of the user's attempt that has a ready
+    adapter entry (`likely_remedy`), as its diagnostics carry it."""
+    if not report.attempts:
+        return []
+    first = report.attempts[0]
+    return [
+        {
+            "code": "undeclared-helper",
+            "qualname": h.qualname,
+            "remedy": h.likely_remedy,
+            "baseSpec": first.spec.to_dict(),
+            "specPath": spec_path,
+        }
+        for h in first.helper_diagnostics
+        if h.flagged and not h.already_wrapped and isinstance(h.likely_remedy, Mapping)
+    ]
+
+
+def report_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
+    """Every spec fix of `report`: the passing auto-fix's changes (code `spec-fix`, when the user's
+    attempt failed and a later one passed), then each ready helper adapter (`undeclared-helper`)."""
+    out: list[dict[str, Any]] = []
+    best = report.best_attempt
+    if report.attempts and best is not None and best.passed and best is not report.attempts[0]:
+        changes = spec_changes(report.attempts[0].spec.to_dict(), report.spec.to_dict())
+        if changes:
+            spec = report.spec.to_dict()
+            out.append({"code": "spec-fix", "rule": best.rule, "edits": changes, "spec": spec, "specPath": spec_path})
+    out.extend(helper_fixes(report, spec_path))
+    return out
+
+
+def all_fixes_text(fixes: list[dict[str, Any]], current: str | None) -> str:
+    """The spec text after applying every fix of `fixes` in order (each to the text the previous one
+    left); a fix that the ones before already made (the same adapter) changes nothing."""
+    if not fixes:
+        raise ActionError("the last validation found no spec fix; run Distcheck: Validate again")
+    text = current
+    for fix in fixes:
+        text = new_spec_text(str(fix["code"]), fix, text)
+    assert text is not None
+    return text
 
 
 def action_title(code: str, data: Mapping[str, Any], spec_name: str, exists: bool) -> str | None:

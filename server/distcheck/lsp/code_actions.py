@@ -1,5 +1,12 @@
 """Code actions: quick fixes for the daemon's diagnostics, the `Save validated spec` source action,
-and `distcheck.saveSpec`.
+the `source.fixAll` action, `distcheck/helperFix` and `distcheck.saveSpec`.
+
+A fix is offered wherever a diagnostic it would clear shows: its own diagnostic's, and — on a
+diagnostic of a failed validation that has no fix of its own (a failing output in the spec JSON or
+at the factory, the first divergent module's class line ...) — every spec fix of that report
+(`actions.report_fixes`: the passing auto-fix, each ready helper adapter). The fix-all applies every
+spec fix of the report in one edit. Fixes come from diagnostic `data` and the stored report, never
+from message text.
 
 Actions are offered without an edit and resolved lazily (`codeAction/resolve`): the edit is made
 from the spec document as it is when the user picks the fix — its open buffer, versioned, else the
@@ -16,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from ..report import TraceReport
 from . import actions, diagnostics
 from .errors import RequestFailed
 from .runs import Runs
@@ -29,6 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["CodeActions", "is_noop"]
 
 _PREFERRED = ("spec-fix", "undeclared-helper", "spec-missing")
+
+_RELATED = ("failing-output", "first-divergent-module", "unrouted-aggregation", "rank-disagreement")
+"""Codes of diagnostics that a report's spec fixes clear, so they are offered there too."""
 
 
 class CodeActions:
@@ -54,7 +65,40 @@ class CodeActions:
         path = path_of(params.text_document.uri)
         if wanted(types.CodeActionKind.Source) and path is not None:
             out.extend(self._save_actions(path))
+        if wanted(types.CodeActionKind.SourceFixAll) and path is not None:
+            out.extend(self._fix_all_actions(path, params.text_document.uri))
         return out
+
+    def _fix_action(self, title: str, fix: Mapping[str, Any], d: types.Diagnostic | None) -> types.CodeAction:
+        code = str(fix.get("code") or "")
+        return types.CodeAction(
+            title=title,
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=[d] if d is not None else None,
+            is_preferred=code in _PREFERRED,
+            data={"code": code, "target": fix.get("target"), "specPath": fix.get("specPath"), "fix": dict(fix)},
+        )
+
+    def _title(self, fix: Mapping[str, Any]) -> str | None:
+        spec_path = str(fix.get("specPath") or "")
+        exists = self._workspace.text_of(spec_path) is not None
+        return actions.action_title(str(fix.get("code") or ""), fix, os.path.basename(spec_path), exists)
+
+    def _reports_for(self, spec_path: str | None) -> list[tuple[str, TraceReport]]:
+        """The stored reports of the target with `spec_path` (every target's when None), typed."""
+        out: list[tuple[str, TraceReport]] = []
+        for name, payload in self._runs.reports.items():
+            target = self._runs.report_targets.get(name)
+            if target is None or (spec_path and os.path.normpath(target.spec_path) != os.path.normpath(spec_path)):
+                continue
+            try:
+                out.append((target.spec_path, TraceReport.from_dict(payload["report"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
+    def _report_fixes(self, spec_path: str | None) -> list[dict[str, Any]]:
+        return [fix for path, report in self._reports_for(spec_path) for fix in actions.report_fixes(report, path)]
 
     def _quick_fixes(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         out: list[types.CodeAction] = []
@@ -67,22 +111,81 @@ class CodeActions:
                 continue
             code = str(data.get("code") or d.code or "")
             spec_path = str(data.get("specPath") or "")
-            if code not in actions.FIXABLE or not spec_path:
+            own = {**data, "code": code}
+            title = self._title(own) if code in actions.FIXABLE and spec_path else None
+            if title is not None:
+                out.append(self._fix_action(title, own, d))
+            elif code in _RELATED:
+                for fix in self._report_fixes(spec_path or None):
+                    related = self._title(fix)
+                    if related is not None and all(a.title != related for a in out):
+                        out.append(self._fix_action(related, fix, d))
+        return out
+
+    def _fix_all_actions(self, path: str, uri: str) -> list[types.CodeAction]:
+        """`source.fixAll` for each target with spec fixes whose spec, factory or diagnostics are in `path`."""
+        here = {
+            os.path.normpath(str(d.data["specPath"]))
+            for d in self._store.stored(uri)
+            if isinstance(d.data, Mapping) and d.data.get("specPath")
+        }
+        out: list[types.CodeAction] = []
+        for name, target in self._runs.report_targets.items():
+            related = {
+                os.path.normpath(target.spec_path),
+                *([os.path.normpath(target.factory_file)] if target.factory_file else []),
+            }
+            if path not in related and os.path.normpath(target.spec_path) not in here:
                 continue
-            exists = self._workspace.text_of(spec_path) is not None
-            title = actions.action_title(code, data, os.path.basename(spec_path), exists)
-            if title is None:
+            fixes = self._report_fixes(target.spec_path)
+            if not fixes:
                 continue
+            count = f"{len(fixes)} fix" + ("es" if len(fixes) > 1 else "")
             out.append(
                 types.CodeAction(
-                    title=title,
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[d],
-                    is_preferred=code in _PREFERRED,
-                    data={"code": code, "target": data.get("target"), "specPath": spec_path, "fix": dict(data)},
+                    title=f"Apply every distcheck spec fix of {name} ({count}) to {os.path.basename(target.spec_path)}",
+                    kind=types.CodeActionKind.SourceFixAll,
+                    data={"code": "fix-all", "target": name, "specPath": target.spec_path},
                 )
             )
         return out
+
+    def fix_all_edit(self, spec_path: str) -> types.WorkspaceEdit:
+        """One edit that applies every spec fix of the report of the target with `spec_path`."""
+        current, version, uri = self._workspace.doc_state(spec_path)
+        try:
+            new = actions.all_fixes_text(self._report_fixes(spec_path), current)
+            return actions.workspace_edit(
+                uri,
+                current,
+                version,
+                new,
+                encoding=self._server.encoding,
+                document_changes=self._server.document_changes,
+            )
+        except actions.ActionError as err:
+            raise RequestFailed(str(err)) from err
+
+    def helper_fix(self, qualname: str, target: str | None) -> types.CodeAction | None:
+        """`distcheck/helperFix`: the resolved quick fix that declares an adapter for `qualname`, from the
+        last report of `target` (of any target when None); None when no report has a ready one."""
+        if target is not None and target not in self._runs.reports:
+            raise JsonRpcInvalidParams(
+                f"{target} has no report yet ({', '.join(self._runs.reports) or 'none has'}); validate it first"
+            )
+        for name, payload in self._runs.reports.items():
+            info = self._runs.report_targets.get(name)
+            if (target is not None and name != target) or info is None:
+                continue
+            try:
+                report = TraceReport.from_dict(payload["report"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            for fix in actions.helper_fixes(report, info.spec_path):
+                if fix["qualname"] == qualname:
+                    title = self._title(fix) or f"Declare {qualname} as a reduction adapter"
+                    return self.resolve(self._fix_action(title, {**fix, "target": name}, None))
+        return None
 
     def _save_actions(self, path: str) -> list[types.CodeAction]:
         out: list[types.CodeAction] = []
@@ -110,6 +213,9 @@ class CodeActions:
         code = str(data.get("code") or "")
         if code == "save-spec":
             action.edit, _ = self.save_spec_edit(str(data.get("target")))
+            return action
+        if code == "fix-all":
+            action.edit = self.fix_all_edit(str(data.get("specPath") or ""))
             return action
         fix = data.get("fix")
         spec_path = data.get("specPath")

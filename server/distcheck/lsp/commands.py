@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
@@ -25,7 +25,21 @@ from pygls.protocol import default_converter
 
 from .config import convert_options
 
-__all__ = ["USAGE", "TargetArg", "ValidateExtra", "arity", "converter_factory", "too_many"]
+T = TypeVar("T")
+
+__all__ = [
+    "USAGE",
+    "HelperFixParams",
+    "LastReportParams",
+    "LocateModuleParams",
+    "TargetArg",
+    "TrustParams",
+    "ValidateExtra",
+    "arity",
+    "converter_factory",
+    "structure_params",
+    "too_many",
+]
 
 USAGE = {
     "distcheck.validate": "[target?: string, overrides?: object, {confirmOutsideWorkspace: [paths]}?]",
@@ -33,6 +47,14 @@ USAGE = {
     "distcheck.saveSpec": "[target?: string]",
 }
 """What each command takes (docs/protocol.md), for the errors that refuse other arguments."""
+
+REQUEST_USAGE = {
+    "distcheck/lastReport": "{target: string}",
+    "distcheck/trust": "{trusted: boolean}",
+    "distcheck/locateModule": "{cls: string (a dotted class name), module?: string, target?: string}",
+    "distcheck/helperFix": "{qualname: string (module.function), target?: string}",
+}
+"""What each distcheck request's params are (docs/protocol.md), for the errors that refuse others."""
 
 
 @attrs.frozen
@@ -49,6 +71,46 @@ class ValidateExtra:
 
     overrides: dict[str, Any] = attrs.field(factory=dict)
     confirmed: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class LastReportParams:
+    """`distcheck/lastReport`: the target whose last report to return."""
+
+    target: str
+
+
+@attrs.frozen
+class TrustParams:
+    """`distcheck/trust`: whether the user trusts the workspace."""
+
+    trusted: bool
+
+
+@attrs.frozen
+class LocateModuleParams:
+    """`distcheck/locateModule`: a module class by its dotted name (`cls`, as the report names it);
+    `module` is its path in the model (only for messages), `target` narrows the search paths."""
+
+    cls: str
+    module: str | None = None
+    target: str | None = None
+
+
+@attrs.frozen
+class HelperFixParams:
+    """`distcheck/helperFix`: the adapter fix of the helper `qualname` in `target`'s last report."""
+
+    qualname: str
+    target: str | None = None
+
+
+_PARAM_TYPES: dict[type, str] = {
+    LastReportParams: "distcheck/lastReport",
+    TrustParams: "distcheck/trust",
+    LocateModuleParams: "distcheck/locateModule",
+    HelperFixParams: "distcheck/helperFix",
+}
 
 
 def _kind(value: Any) -> str:
@@ -96,6 +158,48 @@ def _validate_extra(value: Any, _: type) -> ValidateExtra:
     return ValidateExtra(overrides, confirmed)
 
 
+def _strict_params(kind: type) -> Callable[[Any, type], Any]:
+    method = _PARAM_TYPES[kind]
+    fields = attrs.fields(kind)
+
+    def structure(value: Any, _: type) -> Any:
+        usage = f"{method} takes {REQUEST_USAGE[method]}"
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):  # pygls reads a JSON object as a namedtuple
+            value = value._asdict()
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{usage}; got {_kind(value)} {value!r}: pass an object")
+        unknown = sorted(set(value) - {f.name for f in fields})
+        if unknown:
+            raise ValueError(f"{usage}; {', '.join(map(repr, unknown))} is not one of its keys: leave it out")
+        given: dict[str, Any] = {}
+        for f in fields:
+            required = f.default is attrs.NOTHING
+            if f.name not in value or value[f.name] is None:
+                if required:
+                    raise ValueError(f"{usage}; {f.name!r} is missing: pass it")
+                continue
+            item = value[f.name]
+            flag = f.type in (bool, "bool")
+            fits = isinstance(item, bool) if flag else isinstance(item, str) and bool(item.strip())
+            if not fits:
+                expected = "a boolean" if flag else "a non-empty string"
+                raise ValueError(f"{usage}; {f.name!r} must be {expected}, got {_kind(item)} {item!r}")
+            given[f.name] = item
+        return kind(**given)
+
+    return structure
+
+
+def structure_params(converter: cattrs.Converter, value: Any, kind: type[T]) -> T:
+    """`value` (a request's raw params) as `kind` through the server's converter, or the `-32602`
+    error saying what the request takes."""
+    try:
+        result: T = converter.structure(value, kind)
+    except (ValueError, TypeError, cattrs.BaseValidationError) as err:
+        raise JsonRpcInvalidParams(str(err)) from err
+    return result
+
+
 def arity(handler: Callable[..., Any]) -> int:
     """The number of arguments a command handler takes after the server: its positional parameters
     but the first (the server) and any `*extra`."""
@@ -120,6 +224,8 @@ def converter_factory(arities: Mapping[str, int]) -> Callable[[], cattrs.Convert
         converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
         converter.register_structure_hook(TargetArg, _target)
         converter.register_structure_hook(ValidateExtra, _validate_extra)
+        for kind in _PARAM_TYPES:
+            converter.register_structure_hook(kind, _strict_params(kind))
         base = converter.get_structure_hook(types.ExecuteCommandParams)
 
         def execute_params(value: Any, kind: type) -> types.ExecuteCommandParams:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "helper_call_sites",
     "is_user_file",
     "iter_python_files",
+    "locate_class",
     "module_name",
     "resolve_module",
 ]
@@ -175,6 +176,32 @@ def resolve_module(module: str, search_dirs: Iterable[str]) -> str | None:
         for candidate in (base + ".py", os.path.join(base, "__init__.py")):
             if os.path.isfile(candidate):
                 return os.path.abspath(candidate)
+    return None
+
+
+def locate_class(
+    dotted: str, search_dirs: Sequence[str], roots: Sequence[str], read: Callable[[str], str | None]
+) -> Location | None:
+    """The `class` line of the dotted class name `dotted` (`pkg.mod.Outer.Inner`, as a report names a
+    module's class): in the file its module part resolves to under `search_dirs` (longest module
+    first), else the first top-level `class` of its last name in a Python file of `roots`; None when
+    neither has it."""
+    parts = dotted.split(".")
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    for cut in range(len(parts) - 1, 0, -1):
+        path = resolve_module(".".join(parts[:cut]), search_dirs)
+        text = read(path) if path is not None else None
+        found = class_location(text, ".".join(parts[cut:]), path) if text is not None and path else None
+        if found is not None:
+            return found
+    name = parts[-1]
+    for path in iter_python_files(roots):
+        text = read(path)
+        if text is not None and f"class {name}" in text:
+            found = class_location(text, name, path)
+            if found is not None:
+                return found
     return None
 
 

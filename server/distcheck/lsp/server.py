@@ -23,7 +23,7 @@ import os
 import sys
 import traceback
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -32,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from . import commands, locate
 from .code_actions import CodeActions
-from .commands import TargetArg, ValidateExtra
+from .commands import HelperFixParams, LastReportParams, LocateModuleParams, TargetArg, TrustParams, ValidateExtra
 from .config import Settings, read_settings
 from .errors import (
     ALREADY_RUNNING,
@@ -47,6 +47,8 @@ from .errors import (
 from .runner_client import RunnerClient
 from .runs import Run, Runs
 from .store import DiagnosticsStore
+from .text import LineIndex
+from .uris import uri_of
 from .workspace import WorkspaceState
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "main",
 ]
 
+_P = TypeVar("_P")
 _LEVELS = {"error": 0, "warning": 1, "info": 2, "debug": 3}
 _TRACE_THRESHOLD = {"off": 1, "messages": 2, "verbose": 3}
 _MESSAGE_TYPES = {
@@ -206,10 +209,7 @@ def _on_initialize(ls: DistcheckServer, params: types.InitializeParams) -> None:
 
 def _on_trust(ls: DistcheckServer, params: Any) -> None:
     """`distcheck/trust` `{trusted}`: the user granted (or, in a new window, withdrew) workspace trust."""
-    trusted = getattr(params, "trusted", None)
-    if trusted is None and isinstance(params, Mapping):
-        trusted = params.get("trusted")
-    ls.trusted = trusted is True
+    ls.trusted = _params(ls, params, TrustParams).trusted
     state = "trusted: validation enabled" if ls.trusted else "not trusted: validation disabled"
     ls.log("info", f"workspace {state}")
     if not ls.trusted:
@@ -301,13 +301,38 @@ async def _cmd_save_spec(ls: DistcheckServer, target: TargetArg | None, *extra: 
     return await ls.actions.save_spec(target.value if target else None)
 
 
+def _params(ls: DistcheckServer, params: Any, kind: type[_P]) -> _P:
+    """A distcheck request's raw params as `kind`, through the server's converter (`commands.py`)."""
+    return commands.structure_params(ls.protocol._converter, params, kind)
+
+
 def _req_last_report(ls: DistcheckServer, params: Any) -> dict[str, Any] | None:
-    name = getattr(params, "target", None) if params is not None else None
-    if name is None and isinstance(params, Mapping):
-        name = params.get("target")
-    if name is None:
+    target = _params(ls, params, LastReportParams).target
+    return ls.jobs.reports.get(target)
+
+
+def _req_locate_module(ls: DistcheckServer, params: Any) -> types.Location | None:
+    """`distcheck/locateModule`: where the module class `cls` is defined, None when not in the workspace."""
+    p = _params(ls, params, LocateModuleParams)
+    targets = [t for wt in ls.docs.check_configs() for t in wt.targets] + list(ls.jobs.report_targets.values())
+    if p.target is not None:
+        targets = [t for t in targets if t.name == p.target]
+    search_dirs = list(dict.fromkeys(d for t in targets for d in t.search_dirs)) + ls.docs.roots()
+    found = locate.locate_class(p.cls, search_dirs, ls.docs.roots(), ls.docs.reader(ls.docs.open_texts()))
+    if found is None:
         return None
-    return ls.jobs.reports.get(str(name))
+    text = ls.docs.text_of(found.path) or ""
+    index = LineIndex(text, ls.encoding)
+    line = found.line - 1
+    start, end = index.column_units(line, found.start), index.column_units(line, found.end)
+    where = types.Range(start=types.Position(line=line, character=start), end=types.Position(line=line, character=end))
+    return types.Location(uri=uri_of(found.path), range=where)
+
+
+def _req_helper_fix(ls: DistcheckServer, params: Any) -> types.CodeAction | None:
+    """`distcheck/helperFix`: the resolved quick fix declaring an adapter for `qualname`, None when none."""
+    p = _params(ls, params, HelperFixParams)
+    return ls.actions.helper_fix(p.qualname, p.target)
 
 
 def _req_targets(ls: DistcheckServer, params: Any) -> list[dict[str, Any]]:
@@ -339,7 +364,12 @@ def create_server() -> DistcheckServer:
     ls.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Source], resolve_provider=True
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                types.CodeActionKind.Source,
+                types.CodeActionKind.SourceFixAll,
+            ],
+            resolve_provider=True,
         ),
     )(_on_code_action)
     ls.feature(types.CODE_ACTION_RESOLVE)(_on_code_action_resolve)
@@ -351,6 +381,8 @@ def create_server() -> DistcheckServer:
     ls.feature("distcheck/lastReport")(_req_last_report)
     ls.feature("distcheck/targets")(_req_targets)
     ls.feature("distcheck/debugInfo")(_req_debug_info)
+    ls.feature("distcheck/locateModule")(_req_locate_module)
+    ls.feature("distcheck/helperFix")(_req_helper_fix)
     ls.feature("distcheck/trust")(_on_trust)
     return ls
 
