@@ -20,11 +20,11 @@ import torch
 from ..report import DivergentLayer, LayerDivergence
 from ..runtime.context import current_context
 
-__all__ = ["LayerRecorder", "compare_layers"]
+__all__ = ["LayerRecorder", "compare_layers", "held_modules"]
 
 
 class LayerRecorder:
-    """Hooks every named sub-module of `model`; records in call order. `returned` names every module
+    """Hooks every sub-module `model` holds (see `held_modules`); records in call order. `returned` names every module
     whose forward returned, in call order, whatever its output (what a crash report shows)."""
 
     def __init__(self, model: Any, rows: int, num_systems: int, owned_mask: torch.Tensor | None = None) -> None:
@@ -73,15 +73,11 @@ class LayerRecorder:
     def attached(self) -> Iterator[LayerRecorder]:
         """Hooks installed for the block, removed afterwards."""
         handles = []
-        named = getattr(self.model, "named_modules", None)
-        if named is not None:
-            for name, module in named():
-                if not name:
-                    continue
-                try:
-                    handles.append(module.register_forward_hook(self._hook(name, module)))
-                except (RuntimeError, AttributeError):  # some scripted modules refuse Python hooks
-                    continue
+        for name, module in held_modules(self.model):
+            try:
+                handles.append(module.register_forward_hook(self._hook(name, module)))
+            except (RuntimeError, AttributeError):  # some scripted modules refuse Python hooks
+                continue
         try:
             yield self
         finally:
@@ -91,6 +87,49 @@ class LayerRecorder:
     def collect(self) -> list[dict[str, Any]]:
         """The records, in call order."""
         return self.records
+
+
+_MAX_DEPTH = 4
+
+
+def held_modules(obj: Any) -> list[tuple[str, torch.nn.Module]]:
+    """Every nn.Module `obj` reaches, named by the path to it, each module once, the root itself left
+    out. A module's own sub-modules come from `named_modules()`; a wrapper that is not a module (a
+    predict unit, a calculator) is searched through its attributes and the lists, tuples and dicts
+    they hold, a few levels deep, so its modules are hooked too."""
+    found: list[tuple[str, torch.nn.Module]] = []
+    seen: set[int] = set()
+
+    def add_module(prefix: str, module: torch.nn.Module) -> None:
+        for sub_name, sub in module.named_modules():
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            name = ".".join(p for p in (prefix, sub_name) if p)
+            if name:
+                found.append((name, sub))
+
+    def walk(prefix: str, value: Any, depth: int, visited: set[int]) -> None:
+        if isinstance(value, torch.nn.Module):
+            add_module(prefix, value)
+            return
+        if depth > _MAX_DEPTH or id(value) in visited or isinstance(value, (str, bytes, torch.Tensor)):
+            return
+        visited.add(id(value))
+        items: list[tuple[str, Any]]
+        if isinstance(value, Mapping):
+            items = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            items = [(str(i), v) for i, v in enumerate(value)]
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            items = list(vars(value).items())
+        else:
+            return
+        for key, item in items:
+            walk(f"{prefix}.{key}" if prefix else key, item, depth + 1, visited)
+
+    walk("", obj, 0, set())
+    return found
 
 
 def compare_layers(
