@@ -22,6 +22,7 @@ const CLIENT_LEVELS: Record<string, Level> = {
   Trace: "trace",
   LSP: "trace",
 };
+const CLEAN_EXIT = /^Server process exited with code 0\.?$/;
 // Python logging's default format on the server's stderr (`logging.basicConfig`)
 const PYTHON_PREFIX = /^(CRITICAL|ERROR|WARNING|INFO|DEBUG):/;
 const PYTHON_LEVELS: Record<string, Level> = { CRITICAL: "error", ERROR: "error", WARNING: "warn", INFO: "info", DEBUG: "debug" };
@@ -34,7 +35,10 @@ const PYTHON_LEVELS: Record<string, Level> = { CRITICAL: "error", ERROR: "error"
 export function classifyLine(line: string, previous: Level = "info"): { level: Level; text: string } {
   const client = CLIENT_PREFIX.exec(line);
   if (client) {
-    return { level: CLIENT_LEVELS[client[1] as string] ?? "info", text: line.slice(client[0].length) };
+    const text = line.slice(client[0].length);
+    // the client reports every exit as an error, a clean one (a stop or restart asked for) included
+    const level = CLEAN_EXIT.test(text) ? "info" : (CLIENT_LEVELS[client[1] as string] ?? "info");
+    return { level, text };
   }
   const python = PYTHON_PREFIX.exec(line);
   if (python) {

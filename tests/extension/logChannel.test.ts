@@ -21,6 +21,8 @@ describe("log levels of the client's lines", () => {
     assert.deepEqual(classifyLine("[Info  - 10:00:01] workspace trusted"), { level: "info", text: "workspace trusted" });
     assert.deepEqual(classifyLine("[Trace - 10:00:01] Sending request 'initialize - (0)'."), { level: "trace", text: "Sending request 'initialize - (0)'." });
     assert.equal(classifyLine("[LSP   - 10:00:01] {}").level, "trace");
+    assert.equal(classifyLine("[Error - 10:00:01] Server process exited with code 0.").level, "info", "a clean exit (restart) is no error");
+    assert.equal(classifyLine("[Error - 10:00:01] Server process exited with code 1.").level, "error");
   });
 
   it("Python logging lines on the server's stderr keep their level; other lines the previous one", () => {
