@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..option_check import ConfigError
 from ..options import CLI, Vocabulary
+from ..runtime.source import definition_site
 from ..sample_options import DTYPES, check_dtype, parse_frames
 from .target import Target
 
@@ -179,15 +180,9 @@ def source_of(obj: Any, reference: str) -> dict[str, Any]:
     """`{"reference", "qualname"}` of an imported object, with the `file` and `line` it is defined at when
     its source can be found."""
     info: dict[str, Any] = {"reference": reference, "qualname": reference.rpartition(":")[2]}
-    try:
-        target = inspect.unwrap(obj)
-        file = inspect.getsourcefile(target)
-        _, line = inspect.getsourcelines(target)
-    except (TypeError, OSError):
-        return info
-    if file:
-        info["file"] = os.path.abspath(file)
-        info["line"] = int(line) if line else 1
+    site = definition_site(obj)
+    if site is not None:
+        info["file"], info["line"] = site
     return info
 
 

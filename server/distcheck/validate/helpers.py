@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from ..runtime.source import definition_site
+
 __all__ = ["HelperTracer", "import_watched"]
 
 
@@ -152,10 +154,5 @@ class HelperTracer:
 
 
 def _source(fn: Callable[..., Any]) -> dict[str, Any] | None:
-    try:
-        target = inspect.unwrap(fn)
-        file = inspect.getsourcefile(target)
-        _, line = inspect.getsourcelines(target)
-    except (TypeError, OSError):
-        return None
-    return {"file": file, "line": int(line)} if file else None
+    site = definition_site(fn)
+    return {"file": site[0], "line": site[1]} if site is not None else None
