@@ -22,14 +22,18 @@ A verdict is a plain dict with the keys of the report's `OutputVerdict`:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
+from ..batch import Batch
 from ..option_check import Tolerance, tolerance_of
+from ..report.atoms import DEFAULT_BINS, DEFAULT_WORST, AtomErrors, RankInterval, WorstAtom
+from ..runtime.partition import Partition, _normal_coordinates
 
-__all__ = ["compare_output", "compare_outputs", "failing_rows", "nonfinite_report"]
+__all__ = ["atom_errors", "compare_output", "compare_outputs", "failing_rows", "nonfinite_report"]
 
 PER_NODE = "per_node"
 
@@ -204,3 +208,76 @@ def nonfinite_report(rank_outputs: Sequence[Mapping[str, torch.Tensor]]) -> list
             if count:
                 found.append({"rank": rank, "output": name, "count": count})
     return found
+
+
+def atom_errors(
+    name: str,
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    batch: Batch,
+    partition: Partition,
+    system: int = 0,
+    *,
+    worst: int = DEFAULT_WORST,
+    bins: int = DEFAULT_BINS,
+) -> AtomErrors:
+    """Per-atom errors of the per-node output `name` in system `system` of `batch`, cut as `partition`
+    cut it: at most `worst` atoms (largest |Δ| first; non-finite differences rank first) and a profile of
+    `bins` bins of the largest |Δ| along the cut axis. The size is bounded by `worst` and `bins`, not by
+    the number of atoms. Positions are measured as the partition measures them (from the cut's origin,
+    wrapped into the period when periodic), so the worst atoms fall inside their owner's interval."""
+    if tuple(got.shape) != tuple(ref.shape) or ref.dim() == 0:
+        raise ValueError(
+            f"{name}: per-atom errors need equal per-atom shapes, got {list(got.shape)} and {list(ref.shape)}"
+        )
+    sl = batch.system_slices()[system]
+    cut = partition.cuts[system]
+    g = got[sl].detach().to(device="cpu", dtype=torch.float64).reshape(sl.stop - sl.start, -1)
+    r = ref[sl].detach().to(device="cpu", dtype=torch.float64).reshape(sl.stop - sl.start, -1)
+    diff = (g - r).abs()
+    # A non-finite difference where the reference is finite is worse than any finite one.
+    diff = torch.where(torch.isfinite(r) & ~torch.isfinite(diff), torch.full_like(diff, math.inf), diff)
+    diff = torch.nan_to_num(diff, nan=0.0, posinf=math.inf)
+    per_atom, component = (
+        diff.max(dim=1)
+        if diff.shape[1]
+        else (torch.zeros(diff.shape[0], dtype=torch.float64), torch.zeros(diff.shape[0], dtype=torch.long))
+    )
+    pos = batch.positions[sl].detach().cpu().to(torch.float64)
+    u_all, _, _ = _normal_coordinates(pos, batch.cell[system].detach().cpu().to(torch.float64), batch.pbc[system].cpu())
+    u = u_all[:, cut.axis]
+    coord = torch.remainder(u, cut.length) if cut.periodic and cut.length > 0 else u - cut.origin
+    n_bins = max(1, bins)
+    if cut.length > 0:
+        where = torch.clamp(torch.floor(coord / cut.length * n_bins).to(torch.long), 0, n_bins - 1)
+    else:
+        where = torch.zeros(coord.shape[0], dtype=torch.long)
+    profile = torch.zeros(n_bins, dtype=torch.float64).scatter_reduce(0, where, per_atom, reduce="amax")
+    owner = partition.owner[sl]
+    order = torch.argsort(per_atom, descending=True, stable=True)[: max(0, worst)]
+    width = cut.length / partition.world_size if cut.length > 0 else 0.0
+    replicated = math.isinf(partition.halo_width) or all(
+        r.num_halo + r.num_owned == partition.num_atoms for r in partition.ranks
+    )
+    return AtomErrors(
+        output=name,
+        system=system,
+        axis=cut.axis,
+        length=float(cut.length),
+        periodic=bool(cut.periodic),
+        halo_width=None if replicated and partition.world_size > 1 else float(partition.halo_width),
+        n_atoms=int(per_atom.shape[0]),
+        n_components=int(diff.shape[1]),
+        ranks=[RankInterval(rank=k, lo=k * width, hi=(k + 1) * width) for k in range(partition.world_size)],
+        worst=[
+            WorstAtom(
+                index=sl.start + int(i),
+                rank=int(owner[i]),
+                position=float(coord[i]),
+                abs_diff=float(per_atom[i]),
+                component=int(component[i]),
+            )
+            for i in order.tolist()
+        ],
+        profile=[float(v) for v in profile.tolist()],
+    )
