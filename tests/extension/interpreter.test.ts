@@ -97,9 +97,9 @@ describe("restart budget", () => {
 });
 
 describe("the setting survives every start", () => {
-  // A `machine` / `machine-overridable` setting written in User settings is dropped in a remote window
-  // (code-server, Remote-SSH, WSL, containers) once VS Code registers the extension's configuration:
-  // the first start read it, "Restart server" then fell back to python3.
+  // VS Code does not apply `machine` / `machine-overridable` settings from (local) User settings in a
+  // remote window (Remote-SSH, WSL, containers): the interpreter a user set there would be ignored.
+  // (In code-server 4.100.3 such a User setting did survive a restart: tests/e2e/settings.e2e.ts.)
   const manifest = JSON.parse(fs.readFileSync(path.resolve(__dirname, "../../../package.json"), "utf8")) as {
     contributes: { configuration: { properties: Record<string, { scope?: string }> } | Array<{ properties: Record<string, { scope?: string }> }> };
   };
