@@ -5,8 +5,12 @@ generic adapter for per-system reductions: the halo rows of the atom argument ar
 original helper is called, and the result is all-reduced differentiably (exact adjoint: its
 backward sums the gradients over ranks).
 
-The helper is patched in its home module and in every loaded module that imported it by name
-(`from pkg.ops import mol_sum`), and restored on exit even when the forward raises.
+A module-level helper is patched in its home module and in every loaded module that imported it by
+name (`from pkg.ops import mol_sum`). A dotted `attr_name` names an attribute further in:
+`"sub.func"` (a function of a submodule) is patched the same way; `"Class.method"` (a plain,
+static or class method, e.g. a submodule class's `forward`, reached through `__call__`) is patched on
+the class, so every instance's calls go through it; `atom_arg` then counts the arguments after
+`self`/`cls`. Everything is restored on exit, even when the forward raises.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -62,19 +67,24 @@ def _int_sum(t: torch.Tensor, ctx: RankContext) -> torch.Tensor:
     return all_reduce_sum(t.to(torch.float64), ctx).round().to(t.dtype)
 
 
-def reduction_adapter(original: Callable[..., Any], entry: HelperAdapter, ctx: RankContext) -> Callable[..., Any]:
-    """Wrap `original` as a distributed per-system reduction over the atom argument."""
+def reduction_adapter(
+    original: Callable[..., Any], entry: HelperAdapter, ctx: RankContext, skip: int = 0
+) -> Callable[..., Any]:
+    """Wrap `original` as a distributed per-system reduction over the atom argument (`atom_arg`
+    counted after the first `skip` positional arguments: 1 for a method's `self` or `cls`)."""
     name = f"adapter[{entry.module_path}.{entry.attr_name}]"
+    position = entry.atom_arg + skip
 
     @functools.wraps(original)
     def adapted(*args: Any, **kwargs: Any) -> Any:
         ctx.count(name)
-        if entry.atom_arg < len(args):
-            args = tuple(_mask_atoms(a, entry.atom_dim, ctx) if i == entry.atom_arg else a for i, a in enumerate(args))
+        if position < len(args):
+            args = tuple(_mask_atoms(a, entry.atom_dim, ctx) if i == position else a for i, a in enumerate(args))
         else:
             raise AdapterError(
-                f"{entry.module_path}.{entry.attr_name} was called with {len(args)} positional arguments; "
-                f"atom_arg={entry.atom_arg} is out of range. Fix atom_arg in third_party_helpers"
+                f"{entry.module_path}.{entry.attr_name} was called with {len(args) - skip} positional arguments"
+                f"{' after self' if skip else ''}; atom_arg={entry.atom_arg} is out of range. Fix atom_arg in "
+                "third_party_helpers (pass the per-atom tensor positionally)"
             )
         return _reduce_result(original(*args, **kwargs), ctx)
 
@@ -82,7 +92,9 @@ def reduction_adapter(original: Callable[..., Any], entry: HelperAdapter, ctx: R
     return adapted
 
 
-def _python_adapter(original: Callable[..., Any], entry: HelperAdapter, ctx: RankContext) -> Callable[..., Any]:
+def _python_adapter(
+    original: Callable[..., Any], entry: HelperAdapter, ctx: RankContext, skip: int = 0
+) -> Callable[..., Any]:
     if not entry.replacement:
         raise AdapterError(f"{entry.qualname}: kind 'python' needs a replacement 'module:function'")
     try:
@@ -113,33 +125,92 @@ def _holders(original: Any) -> list[tuple[Any, str]]:
     return found
 
 
+def _resolve(entry: HelperAdapter) -> tuple[Any, str]:
+    """The object that holds the helper and the helper's last name: `module_path` imported, then every
+    dotted part of `attr_name` but the last followed."""
+    try:
+        owner: Any = importlib.import_module(entry.module_path)
+    except ImportError as exc:
+        raise AdapterError(
+            f"third_party_helpers: cannot import {entry.module_path!r} ({exc}); install it or remove the entry"
+        ) from exc
+    *path, last = entry.attr_name.split(".")
+    walked = entry.module_path
+    for part in path:
+        if not hasattr(owner, part):
+            raise AdapterError(
+                f"third_party_helpers: {walked} has no attribute {part!r}; check attr_name {entry.attr_name!r}"
+            )
+        owner = getattr(owner, part)
+        walked = f"{walked}.{part}"
+    if not isinstance(owner, (types.ModuleType, type)):
+        raise AdapterError(
+            f"third_party_helpers: {walked} is a {type(owner).__name__} instance, not a module or a class; "
+            f"name the method on its class ({type(owner).__module__}:{type(owner).__qualname__}) in attr_name"
+        )
+    if not hasattr(owner, last):
+        raise AdapterError(f"third_party_helpers: {walked} has no attribute {last!r}; check attr_name")
+    return owner, last
+
+
+def _patch_method(cls: type, attr: str, entry: HelperAdapter, ctx: RankContext) -> tuple[Any, bool] | None:
+    """Install the adapter of method `cls.attr`; (the raw class attribute it replaced, whether `cls`
+    defined it itself), or None when it is already adapted."""
+    own = attr in cls.__dict__
+    raw = next((k.__dict__[attr] for k in cls.__mro__ if attr in k.__dict__), None)
+    if raw is None:
+        raise AdapterError(f"third_party_helpers: {cls.__qualname__}.{attr} is not a class attribute; check attr_name")
+    build = reduction_adapter if entry.kind == "reduction" else _python_adapter
+    wrap: Callable[[Any], Any] | None
+    if isinstance(raw, staticmethod):
+        func, skip, wrap = raw.__func__, 0, staticmethod
+    elif isinstance(raw, classmethod):
+        func, skip, wrap = raw.__func__, 1, classmethod
+    elif callable(raw):
+        func, skip, wrap = raw, 1, None
+    else:
+        raise AdapterError(
+            f"third_party_helpers: {cls.__qualname__}.{attr} is a {type(raw).__name__}, not a method; "
+            "name a function, a method, a staticmethod or a classmethod"
+        )
+    if getattr(func, "__distcheck_adapted__", False):
+        return None
+    adapted = build(func, entry, ctx, skip)
+    setattr(cls, attr, wrap(adapted) if wrap is not None else adapted)
+    return raw, own
+
+
 @contextmanager
 def install_adapters(entries: Sequence[HelperAdapter], ctx: RankContext) -> Iterator[list[str]]:
-    """Install every adapter for the block; yield the patched `module.attr` names; always restore."""
-    patched: list[tuple[Any, str, Any]] = []
+    """Install every adapter for the block; yield the patched `module.attr` names; always restore
+    (a method a class inherited is removed from it again rather than set)."""
+    patched: list[tuple[Any, str, Any, bool]] = []
     names: list[str] = []
     try:
         for entry in entries:
-            try:
-                home = importlib.import_module(entry.module_path)
-            except ImportError as exc:
-                raise AdapterError(
-                    f"third_party_helpers: cannot import {entry.module_path!r} ({exc}); install it or remove the entry"
-                ) from exc
-            if not hasattr(home, entry.attr_name):
-                raise AdapterError(
-                    f"third_party_helpers: {entry.module_path} has no attribute {entry.attr_name!r}; check attr_name"
-                )
-            original = getattr(home, entry.attr_name)
+            owner, attr = _resolve(entry)
+            if isinstance(owner, type):
+                done = _patch_method(owner, attr, entry, ctx)
+                if done is not None:
+                    patched.append((owner, attr, done[0], done[1]))
+                    names.append(entry.qualname)
+                continue
+            original = getattr(owner, attr)
             if getattr(original, "__distcheck_adapted__", False):
                 continue
             build = reduction_adapter if entry.kind == "reduction" else _python_adapter
             adapted = build(original, entry, ctx)
-            for module, attr in _holders(original):
-                patched.append((module, attr, original))
-                setattr(module, attr, adapted)
+            holders = _holders(original) if callable(original) else []
+            if not any(m is owner and a == attr for m, a in holders):
+                holders.append((owner, attr))
+            for module, name in holders:
+                patched.append((module, name, original, True))
+                setattr(module, name, adapted)
             names.append(entry.qualname)
         yield names
     finally:
-        for module, attr, original in reversed(patched):
-            setattr(module, attr, original)
+        for holder, attr, original, own in reversed(patched):
+            if own:
+                setattr(holder, attr, original)
+            else:
+                delattr(holder, attr)
