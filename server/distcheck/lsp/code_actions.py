@@ -17,7 +17,7 @@ stored one (same code, same range).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -152,19 +152,8 @@ class CodeActions:
 
     def fix_all_edit(self, spec_path: str) -> types.WorkspaceEdit:
         """One edit that applies every spec fix of the report of the target with `spec_path`."""
-        current, version, uri = self._workspace.doc_state(spec_path)
-        try:
-            new = actions.all_fixes_text(self._report_fixes(spec_path), current)
-            return actions.workspace_edit(
-                uri,
-                current,
-                version,
-                new,
-                encoding=self._server.encoding,
-                document_changes=self._server.document_changes,
-            )
-        except actions.ActionError as err:
-            raise RequestFailed(str(err)) from err
+        fixes = self._report_fixes(spec_path)
+        return self._edit_to(spec_path, lambda current: actions.all_fixes_text(fixes, current))
 
     def helper_fix(self, qualname: str, target: str | None) -> types.CodeAction | None:
         """`distcheck/helperFix`: the resolved quick fix that declares an adapter for `qualname`, from the
@@ -239,9 +228,13 @@ class CodeActions:
         return self._edit_for("save-spec", data, target.spec_path), uri_of(target.spec_path)
 
     def _edit_for(self, code: str, data: Mapping[str, Any], spec_path: str) -> types.WorkspaceEdit:
+        return self._edit_to(spec_path, lambda current: actions.new_spec_text(code, data, current))
+
+    def _edit_to(self, spec_path: str, new_text: Callable[[str | None], str]) -> types.WorkspaceEdit:
+        """The versioned edit from the spec document as it is now to `new_text(its text)`."""
         current, version, uri = self._workspace.doc_state(spec_path)
         try:
-            new = actions.new_spec_text(code, data, current)
+            new = new_text(current)
             return actions.workspace_edit(
                 uri,
                 current,
