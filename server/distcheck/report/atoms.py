@@ -39,6 +39,19 @@ def component_name(component: int, n_components: int = 3) -> str:
     return str(component)
 
 
+def describe_index(index: list[int], kind: str) -> str:
+    """An output element's index in words: `"atom 279, component y"` for a per-atom output (`"atom 279"`
+    when it has one value per atom), `"system 2"` for a per-system one, else `"element [1, 2]"`. The
+    components 0, 1, 2 read x, y, z (per-atom outputs of more components read by number)."""
+    if kind == "per_node" and len(index) == 1:
+        return f"atom {index[0]}"
+    if kind == "per_node" and len(index) == 2:
+        return f"atom {index[0]}, component {component_name(index[1])}"
+    if kind == "per_graph" and len(index) == 1:
+        return f"system {index[0]}"
+    return f"element {list(index)}"
+
+
 @dataclass(eq=False)
 class WorstAtom(Record):
     """One of the worst atoms: global `index`, the `rank` that owned it, its `position` along the cut

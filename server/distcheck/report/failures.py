@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .atoms import describe_index
 from .codec import Record
 from .render import tolerance_for
 
@@ -66,7 +67,7 @@ def output_failure(v: OutputVerdict, meta: Mapping[str, object]) -> OutputFailur
         actual = f"{v.name} ({v.kind}): {diffs}; within tolerance but far above the round-off floor of this sample"
         message = f"{v.name}: {diffs} is within {tolerance} but far above round-off: distribution changes the result"
     else:
-        worst = "" if v.worst_index is None else f", worst at index {list(v.worst_index)}"
+        worst = "" if v.worst_index is None else f", worst at {describe_index(v.worst_index, v.kind)}"
         actual = f"{v.name} ({v.kind}): {diffs}; {v.n_failing}/{v.n_total} elements out of tolerance{worst}"
         message = (
             f"{v.name}: {v.n_failing}/{v.n_total} elements out of tolerance, "

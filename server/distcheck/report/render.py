@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from .atoms import describe_index
 from .checks import receptive_line, suspicious_line
 from .parts import LayerDivergence
 from .values import _enc_free
@@ -229,7 +230,7 @@ class _Renderer:
             else:
                 state, style = f"{v.status} ({v.n_failing}/{v.n_total})", "red"
                 if v.worst_index is not None:
-                    state += f" worst at {v.worst_index}"
+                    state += f" worst at {describe_index(v.worst_index, v.kind)}"
             cells = [name, kind, _num(abs_diff), _num(tolerance_for(atol, name, kind))]
             cells += [_num(rel_diff), _num(tolerance_for(rtol, name, kind)), state]
             rows.append([_clean(c, one_line=True) for c in cells])
