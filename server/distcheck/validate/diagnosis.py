@@ -84,11 +84,13 @@ def diagnose_helpers(
         consistency = "not checked: not a per-system reduction"
         passed: bool | None = None
         gap: str | None = None
+        partials_add_up = False
         atom_arg = next((s.get("atom_arg") for s in samples if s.get("atom_arg") is not None), 0)
         if pattern in ("per_system_reduction", "count") and all(r is not None for r in rank_recs):
             consistency = "each sampled call: rank results vs reference, with and without halo rows"
             by_rank = [{s["call"]: s for s in r["samples"]} for r in rank_recs]  # type: ignore[index]
             verdicts = []
+            kinds: set[str] = set()  # failing calls: "partial", "agree_off_reference", "disagree"
             for s in samples:
                 k = s["call"]
                 found = [m.get(k) for m in by_rank]
@@ -113,27 +115,36 @@ def diagnose_helpers(
                     notes.append(f"call {k}: every rank returns the reference value")
                 elif partial:
                     verdicts.append(False)
+                    kinds.add("partial")
                     notes.append(
                         f"call {k}: per-rank results are partial sums; with halo rows excluded they add "
                         "up to the reference"
                     )
+                elif len(got) > 1 and all(_close(g["out"], got[0]["out"]) for g in got[1:]):
+                    verdicts.append(False)
+                    kinds.add("agree_off_reference")
+                    notes.append(
+                        f"call {k}: every rank returns the same value, but not the reference's: the helper "
+                        "already gives each rank the global result, from inputs that differ upstream"
+                    )
                 else:
                     verdicts.append(False)
+                    kinds.add("disagree")
                     notes.append(
-                        f"call {k}: rank results differ from the reference and do not add up to it "
-                        "(its inputs may already differ upstream)"
+                        f"call {k}: the ranks disagree with each other, and their owned-row results do not "
+                        "add up to the reference: its inputs already differ upstream, or it is not a sum over atoms"
                     )
             if verdicts:
                 passed = all(verdicts)
                 if not passed and not wrapped:
-                    gap = (
-                        f"{qualname} reduces per system over the rows each rank holds (halo included), so each "
-                        "rank gets a partial or double-counted sum; the runtime cannot see inside it"
-                    )
+                    gap = _gap(qualname, kinds)
+                    partials_add_up = kinds == {"partial"}
         elif pattern in ("per_system_reduction", "count") and not wrapped:
             notes.append("not called on every rank: cannot check consistency")
         remedy = None
-        if gap is not None or (pattern == "per_system_reduction" and not wrapped and passed is None):
+        # A reduction adapter sums owned-row partials: proposed only when that sum is the reference
+        # (or, unchecked, from the pattern alone); otherwise it would hide or double a real divergence.
+        if partials_add_up or (pattern == "per_system_reduction" and not wrapped and passed is None):
             remedy = {
                 "kind": "reduction",
                 "module_path": module,
@@ -161,6 +172,32 @@ def diagnose_helpers(
             }
         )
     return out
+
+
+def _gap(qualname: str, kinds: set[str]) -> str:
+    """What the failing calls of an undeclared per-system helper mean, and what to do about it."""
+    if kinds == {"partial"}:
+        return (
+            f"{qualname} reduces per system over the rows each rank holds (halo included), so each "
+            "rank gets a partial or double-counted sum; the runtime cannot see inside it"
+        )
+    if kinds == {"agree_off_reference"}:
+        return (
+            f"the ranks agree on {qualname}'s result but it differs from the reference: the helper is already "
+            "global (no adapter needed, one would double-count); its inputs differ upstream, so fix the first "
+            "divergent layer the report names"
+        )
+    if "partial" in kinds:
+        return (
+            f"{qualname}'s owned-row results add up to the reference on some calls only: its inputs differ "
+            "upstream on the others; fix the first divergent layer the report names, then declare a reduction "
+            "adapter for it if it still fails"
+        )
+    return (
+        f"the ranks disagree on {qualname}'s result and their owned-row results do not add up to the "
+        "reference: its inputs differ upstream or it is not a plain sum over atoms; fix the first divergent "
+        'layer the report names, or declare a "python" adapter that computes it from owned rows'
+    )
 
 
 def _sum(values: Sequence[Any]) -> torch.Tensor | None:
