@@ -12,6 +12,7 @@ import { ResponseError } from "vscode-languageclient/node";
 import { SERVER_COMMANDS, type ServerManager, explainUntrusted } from "./client";
 import { type ReportMessage, type TargetInfo } from "./report";
 import { cancelledTargets, failureKind, outsideWorkspacePaths, savedSpec, startedTarget } from "./serverReplies";
+import { SAVE_AND_VALIDATE, VALIDATE_SAVED, saveDecision, saveMode, targetDirtyFiles } from "./saveFirst";
 import { type StatusBar } from "./statusBar";
 import { type ActiveFile, type TargetChoice, chooseTarget, targetPickItems } from "./targets";
 
@@ -80,6 +81,9 @@ export async function validate(session: Session, arg?: unknown): Promise<void> {
   if (!target) {
     return;
   }
+  if (!(await saveTargetFiles(server, target))) {
+    return;
+  }
   try {
     const result = await startValidation(server, target);
     if (result === undefined) {
@@ -102,6 +106,34 @@ export async function validate(session: Session, arg?: unknown): Promise<void> {
       void vscode.window.showErrorMessage(`Distcheck: could not start the validation: ${errorText(error)}`);
     }
   }
+}
+
+/** Applies `distcheck.saveBeforeValidate` to the target's dirty model and spec; false when the user cancelled. */
+async function saveTargetFiles(server: ServerManager, target: string): Promise<boolean> {
+  const mode = saveMode(vscode.workspace.getConfiguration("distcheck").get("saveBeforeValidate"));
+  const docs = vscode.workspace.textDocuments.filter((d) => d.isDirty);
+  const info = (await server.targets()).find((t) => t.name === target);
+  const dirty = targetDirtyFiles(info, docs.map((d) => d.uri.toString()));
+  let answer: string | undefined;
+  if (mode === "prompt" && dirty.length > 0) {
+    const names = dirty.map((u) => vscode.workspace.asRelativePath(vscode.Uri.parse(u))).join(", ");
+    answer = await vscode.window.showWarningMessage(
+      `Distcheck validates the files on disk: ${names} ${dirty.length === 1 ? "has" : "have"} unsaved changes.`,
+      { modal: true },
+      SAVE_AND_VALIDATE,
+      VALIDATE_SAVED,
+    );
+  }
+  const decision = saveDecision(mode, dirty, answer);
+  if (decision === "save") {
+    for (const doc of docs.filter((d) => dirty.includes(d.uri.toString()))) {
+      if (!(await doc.save())) {
+        void vscode.window.showErrorMessage(`Distcheck: could not save ${vscode.workspace.asRelativePath(doc.uri)}; save it and validate again.`);
+        return false;
+      }
+    }
+  }
+  return decision !== "cancel";
 }
 
 /**

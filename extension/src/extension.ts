@@ -16,6 +16,7 @@ import { panelActions } from "./panelActions";
 import { type ReportMessage, summarize } from "./report";
 import { showReport } from "./reportCommands";
 import { ReportPanel } from "./reportPanel";
+import { endedCancelled, reportFiles } from "./status";
 import { StatusBar } from "./statusBar";
 import { TestingView } from "./testing";
 
@@ -44,7 +45,11 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     onProgressBegin: (target, message) => status.started(target, message),
     onProgressStep: (target, message) => status.step(target, message),
     onProgressEnd: (target, message) => {
-      status.finished(target);
+      if (endedCancelled(message)) {
+        status.cancelled(target);
+      } else {
+        status.finished(target);
+      }
       testing.progressEnded(target, message);
     },
     onServerProblem: (problem) => status.problem(problem),
@@ -54,6 +59,16 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
   activeServer = server;
   const lenses = new ValidateLensProvider(() => server.targets());
   const testing = new TestingView(session);
+
+  const watcher = vscode.workspace.createFileSystemWatcher("**/*.{py,json}");
+  const markStale = (file: string): void => {
+    for (const [target, message] of reports) {
+      if (!status.runningTargets().includes(target) && reportFiles(message).includes(file)) {
+        status.stale(target, path.basename(file));
+        panel.markStale(target, path.basename(file));
+      }
+    }
+  };
 
   const updateFactoryContext = (): void => {
     void vscode.commands.executeCommand("setContext", "distcheck.hasFactory", hasModuleFactory(vscode.window.activeTextEditor?.document));
@@ -96,6 +111,15 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       }
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => lenses.refresh()),
+    // a verdict goes stale when its spec or model file changes after it (edited, saved, or changed on disk)
+    vscode.workspace.onDidChangeTextDocument((e) => {
+      if (e.contentChanges.length > 0) {
+        markStale(e.document.uri.fsPath);
+      }
+    }),
+    vscode.workspace.onDidSaveTextDocument((doc) => markStale(doc.uri.fsPath)),
+    watcher,
+    watcher.onDidChange((u) => markStale(u.fsPath)),
     vscode.window.onDidChangeActiveTextEditor(updateFactoryContext),
   );
   updateFactoryContext();

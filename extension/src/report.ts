@@ -43,6 +43,23 @@ export interface ReportMessage {
   specUri: string | null;
   report: ReportJson;
   notice?: string | null;
+  /** URIs of the target's files whose unsaved edits the run did not see (it validated the saved files). */
+  unsaved?: string[];
+  /** Set by the extension when the spec or model changed after the run: what changed. */
+  stale?: string | null;
+}
+
+/** The report's verdict state (`TraceReport.state`, `REPORT_STATES` in distcheck.report). */
+export type ReportState = NonNullable<ReportJson["state"]>;
+
+/** The report's state as written (`report_state` in Python is the one rule); a report from an older
+ * distcheck that lacks it has its verdict as its state. */
+export function stateOf(report: ReportJson): ReportState {
+  const written = report.state;
+  if (written === "passed" || written === "passed_after_fix" || written === "failed" || written === "inconclusive" || written === "error") {
+    return written;
+  }
+  return verdictOf(report);
 }
 
 /**
@@ -206,6 +223,7 @@ export function toleranceFor(tol: unknown, name: string, kind: string): number |
 /** Short summary of a report for the status bar and notifications. */
 export interface ReportSummary {
   verdict: Verdict;
+  state: ReportState;
   nFailing: number;
   failing: string[];
   headline: string;
@@ -214,5 +232,5 @@ export interface ReportSummary {
 export function summarize(report: ReportJson): ReportSummary {
   const best = bestAttempt(report);
   const failing = best ? failingOutputs(best) : [];
-  return { verdict: verdictOf(report), nFailing: failing.length, failing, headline: headline(report) };
+  return { verdict: verdictOf(report), state: stateOf(report), nFailing: failing.length, failing, headline: headline(report) };
 }

@@ -21,7 +21,7 @@
  * {target, qualname, module, function, remedy}, applyBestSpec {target}, exportJson {target}, validate {target}.
  */
 
-import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, textOf, verdictOf } from "./report";
+import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, stateOf, textOf, verdictOf } from "./report";
 import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { renderErrors, renderHelpers, renderLayers, renderPartition } from "./reportDetails";
 import { renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
@@ -39,7 +39,7 @@ import {
   link,
   unescaped,
 } from "./reportMarkup";
-import { type Obj, renderAttempts, renderOutputs } from "./reportSections";
+import { type Obj, renderActions, renderAttempts, renderBadge, renderOutputs } from "./reportSections";
 import { STYLE } from "./reportStyle";
 
 export { type SafeHtml, escapeHtml, fmt, html, joinHtml, jsonForScript } from "./reportMarkup";
@@ -180,6 +180,9 @@ function renderBody(message: ReportMessage, trusted: boolean): SafeHtml {
   const view: ReportJson = { ...report, attempts };
   const best = bestAttempt(view);
   const verdict = verdictOf(view);
+  const state = stateOf(view);
+  const stale = root.str("stale");
+  const unsaved = (root.list("unsaved") ?? []).filter((u): u is string => typeof u === "string").map((u) => u.replace(/^.*\//, ""));
   const head = guarded("summary", "Summary", all, (p) => {
     p.lines.push(...top.lines);
     const hr = new Reader(isRecord(raw) ? raw : {}, "report", p);
@@ -188,17 +191,16 @@ function renderBody(message: ReportMessage, trusted: boolean): SafeHtml {
     hr.bool("ok");
     hr.count("best_attempt");
     hr.str("verdict");
+    hr.str("state");
     return html`<header class="head">
-<h1><span class="badge ${verdict}" id="verdict">${VERDICT_LABEL[verdict] ?? verdict}</span> <span class="target">${target}</span></h1>
+<h1>${renderBadge(state, stale)} <span class="target">${target}</span></h1>
+${stale ? html`<p class="notice" id="stale">${stale} changed after this run: the verdict may no longer hold; validate again.</p>` : NOTHING}
+${unsaved.length ? html`<p class="notice" id="unsaved">Validated the saved files: unsaved edits in ${unsaved.join(", ")} were not validated. Save and validate again.</p>` : NOTHING}
 <p class="headline" id="headline">${headline({ ...view, next_action: nextAction })}</p>
 ${renderNextAction(nextAction)}
 ${notice ? html`<p class="notice">${notice}</p>` : NOTHING}
 ${renderMeta(hr.rec("meta", { required: true }), fix, specUri)}
-<div class="actions">
-${button("Apply best spec", "applyBestSpec", { target }, trusted ? undefined : UNTRUSTED)}
-${button("Export report JSON", "exportJson", { target })}
-${button("Validate again", "validate", { target }, trusted ? undefined : UNTRUSTED)}
-</div>
+${renderActions(state, stale, target, trusted ? undefined : UNTRUSTED)}
 </header>`;
   });
   const at = (a: AttemptJson): string => paths.get(a) ?? "report.attempts[?]";

@@ -89,6 +89,13 @@ export class ReportPanel implements vscode.Disposable {
     }
   }
 
+  /** The shown report of `target` no longer holds: `what` changed after it ("stale — validate again"). */
+  markStale(target: string, what: string): void {
+    if (this.current?.target === target && this.current.stale !== what) {
+      this.update({ ...this.current, stale: what });
+    }
+  }
+
   private webviewOptions(): vscode.WebviewPanelOptions & vscode.WebviewOptions {
     return {
       enableScripts: true,

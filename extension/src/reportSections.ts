@@ -3,9 +3,9 @@
  * Pure; every field is read through `reportCheck.Reader`.
  */
 
-import { type AttemptJson, isRecord, toleranceFor } from "./report";
+import { type AttemptJson, type ReportState, isRecord, toleranceFor } from "./report";
 import { type Problems, Reader, asNumber, capped } from "./reportCheck";
-import { type SafeHtml, fmt, html, joinHtml } from "./reportMarkup";
+import { type SafeHtml, button, fmt, html, joinHtml } from "./reportMarkup";
 
 // ------------------------------------------------------------------------------------------------
 // attempts
@@ -229,3 +229,33 @@ function renderDiffChart(bars: Bar[]): SafeHtml {
   return html`${out}`;
 }
 
+
+/** The panel's badge: the report's `state` (`TraceReport.state`, never re-derived), or "stale" when the
+ * spec or model changed after the run. */
+export function renderBadge(state: ReportState, stale: string | undefined): SafeHtml {
+  if (stale) {
+    return html`<span class="badge stale" id="verdict" title="${`${stale} changed after this run`}">⟲ stale — validate again</span>`;
+  }
+  return html`<span class="badge ${state}" id="verdict">${STATE_LABEL[state]}</span>`;
+}
+
+export const STATE_LABEL: Record<ReportState, string> = {
+  passed: "✓ passed",
+  passed_after_fix: "💡 fix available — apply",
+  failed: "✗ failed",
+  inconclusive: "⚠ inconclusive",
+  error: "✗ error",
+};
+
+/** The panel's buttons, the primary first: "Apply best spec" leads only when an auto-fixed spec passed,
+ * and is not offered when no attempt passed (there is nothing proven to apply); "Validate again" leads
+ * otherwise. */
+export function renderActions(state: ReportState, stale: string | undefined, target: string, untrusted: string | undefined): SafeHtml {
+  const apply = button("Apply best spec", "applyBestSpec", { target }, untrusted);
+  const again = button("Validate again", "validate", { target }, untrusted);
+  const exportJson = button("Export report JSON", "exportJson", { target });
+  const order = state === "passed_after_fix" && !stale ? [apply, again, exportJson] : state === "passed" ? [again, apply, exportJson] : [again, exportJson];
+  return html`<div class="actions">
+${joinHtml(order, "\n")}
+</div>`;
+}

@@ -13,6 +13,7 @@ a:hover { color: var(--vscode-textLink-activeForeground, #3794ff); text-decorati
 .badge { padding: 1px 8px; border-radius: 10px; font-size: .85em; vertical-align: middle; }
 .badge.passed { background: var(--vscode-testing-iconPassed, #73c991); color: var(--vscode-editor-background, #1e1e1e); }
 .badge.failed, .badge.error { background: var(--vscode-testing-iconFailed, #f14c4c); color: var(--vscode-editor-background, #1e1e1e); }
+.badge.passed_after_fix, .badge.stale { background: var(--vscode-editorWarning-foreground, #cca700); color: var(--vscode-editor-background, #1e1e1e); }
 .badge.inconclusive { background: var(--vscode-editorWarning-foreground, #cca700); color: var(--vscode-editor-background, #1e1e1e); }
 .headline { font-weight: 600; margin: 6px 0; }
 .next-action { margin: 4px 0 8px; padding-left: 18px; }

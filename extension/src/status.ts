@@ -1,14 +1,24 @@
 /**
  * What the status bar item says. Pure (no `vscode` import): `StatusModel` holds the running validations
  * (with their current step, from `$/progress`) and the last verdict per target (from `distcheck/report`);
- * `statusView` turns it into text, tooltip and a tone.
+ * `statusView` turns it into text, tooltip and a tone. The verdict shown is the report's `state` (never
+ * re-derived here); a cancelled run and a verdict made stale by an edit are shown as such.
  */
 
-import { type ReportSummary, type Verdict } from "./report";
+import { type ReportState, type ReportSummary, type Verdict } from "./report";
 
 export interface TargetStatus {
   summary: ReportSummary;
   at: number;
+  /** The run after this report was cancelled: the report is no longer the target's verdict. */
+  cancelled?: boolean;
+  /** What changed after the report (the spec or model file), so its verdict may no longer hold. */
+  stale?: string;
+}
+
+/** A progress end message that says the run was cancelled (runs.py ends a cancelled run with "cancelled"). */
+export function endedCancelled(message: string | undefined): boolean {
+  return (message ?? "").trim() === "cancelled";
 }
 
 export type Tone = "normal" | "error" | "warning";
@@ -19,9 +29,12 @@ export interface StatusView {
   tone: Tone;
 }
 
-/** `✓ target`, `✗ target: N outputs failing`, `⚠ target: inconclusive`, `✗ target: error`. */
-export function verdictText(target: string, summary: Pick<ReportSummary, "verdict" | "nFailing">): string {
-  switch (summary.verdict) {
+/** `✓ target`, `$(lightbulb) target: fix available — apply`, `✗ target: N outputs failing`,
+ * `⚠ target: inconclusive`, `✗ target: error` (by the report's `state`, else its verdict). */
+export function verdictText(target: string, summary: Pick<ReportSummary, "verdict" | "nFailing"> & { state?: ReportState }): string {
+  switch (summary.state ?? summary.verdict) {
+    case "passed_after_fix":
+      return `$(lightbulb) ${target}: fix available — apply`;
     case "passed":
       return `✓ ${target}`;
     case "failed":
@@ -36,8 +49,23 @@ export function verdictText(target: string, summary: Pick<ReportSummary, "verdic
   }
 }
 
-export function verdictTone(verdict: Verdict): Tone {
-  return verdict === "passed" ? "normal" : verdict === "inconclusive" ? "warning" : "error";
+export function verdictTone(verdict: Verdict | ReportState): Tone {
+  return verdict === "passed" ? "normal" : verdict === "inconclusive" || verdict === "passed_after_fix" ? "warning" : "error";
+}
+
+/** The status text of one target's last entry: cancelled, stale, else its verdict. */
+export function entryText(target: string, st: TargetStatus): string {
+  if (st.cancelled) {
+    return `$(circle-slash) ${target}: cancelled`;
+  }
+  if (st.stale) {
+    return `$(history) ${target}: stale — validate again`;
+  }
+  return verdictText(target, st.summary);
+}
+
+function entryTone(st: TargetStatus): Tone {
+  return st.cancelled ? "normal" : st.stale ? "warning" : verdictTone(st.summary.state);
 }
 
 export class StatusModel {
@@ -66,6 +94,22 @@ export class StatusModel {
     this.last.set(target, { summary, at: ++this.clock });
   }
 
+  /** The run of `target` was cancelled: recorded as such, not as its previous verdict. */
+  cancelled(target: string): void {
+    this.running.delete(target);
+    const prev = this.last.get(target);
+    const summary: ReportSummary = prev?.summary ?? { verdict: "error", state: "error", nFailing: 0, failing: [], headline: "" };
+    this.last.set(target, { summary: { ...summary, headline: "cancelled — validate again for a verdict" }, at: ++this.clock, cancelled: true });
+  }
+
+  /** `what` (a file) changed after the last report of `target`: its verdict goes stale. */
+  stale(target: string, what: string): void {
+    const prev = this.last.get(target);
+    if (prev && !prev.cancelled) {
+      this.last.set(target, { ...prev, stale: what });
+    }
+  }
+
   latest(): [string, TargetStatus] | undefined {
     let found: [string, TargetStatus] | undefined;
     for (const entry of this.last) {
@@ -84,7 +128,8 @@ export function statusView(model: StatusModel): StatusView {
   }
   for (const [target, st] of [...model.last].sort((a, b) => b[1].at - a[1].at)) {
     if (!model.running.has(target)) {
-      lines.push(`${verdictText(target, st.summary)}${st.summary.headline ? ` — ${st.summary.headline}` : ""}`);
+      const why = st.stale ? `${st.stale} changed after the run` : st.summary.headline;
+      lines.push(`${entryText(target, st)}${why ? ` — ${why}` : ""}`);
     }
   }
   if (model.problem) {
@@ -106,9 +151,9 @@ export function statusView(model: StatusModel): StatusView {
   }
   const [target, st] = latest;
   return {
-    text: verdictText(target, st.summary),
+    text: entryText(target, st),
     tooltip: `Distcheck — click to show the report\n${lines.join("\n")}`,
-    tone: verdictTone(st.summary.verdict),
+    tone: entryTone(st),
   };
 }
 
@@ -119,4 +164,28 @@ export function targetFromProgressTitle(title: string | undefined): string | und
   }
   const m = /^Distcheck:\s*(.+)$/.exec(title.trim());
   return m ? (m[1] as string).trim() : undefined;
+}
+
+/** Local paths of the files a report's verdict rests on: its spec file and the model (factory) file. */
+export function reportFiles(message: { specUri: string | null; report: { target?: unknown } }): string[] {
+  const out: string[] = [];
+  const add = (p: unknown): void => {
+    if (typeof p === "string" && p) {
+      const path = p.startsWith("file://") ? decodeURIComponent(p.replace(/^file:\/\//, "")) : p;
+      if (!out.includes(path)) {
+        out.push(path);
+      }
+    }
+  };
+  add(message.specUri);
+  const target = message.report.target;
+  if (typeof target === "object" && target !== null) {
+    const t = target as Record<string, unknown>;
+    add(t.spec_path);
+    const factory = t.factory;
+    if (typeof factory === "object" && factory !== null) {
+      add((factory as Record<string, unknown>).file);
+    }
+  }
+  return out;
 }

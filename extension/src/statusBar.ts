@@ -37,6 +37,16 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  cancelled(target: string): void {
+    this.model.cancelled(target);
+    this.render();
+  }
+
+  stale(target: string, what: string): void {
+    this.model.stale(target, what);
+    this.render();
+  }
+
   problem(message: string | undefined): void {
     this.model.problem = message;
     this.render();

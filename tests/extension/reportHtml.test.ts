@@ -121,7 +121,7 @@ describe("renderReportHtml on real reports", () => {
     assert.equal(goTo[0]?.cls, "examples.helper_readout.MoleculeEnergyReadout");
     const open = dataArgs(html, "openFile");
     assert.ok(open.some((a) => a.file === "/work/main/examples/thirdparty/nbops.py" && a.line === 34));
-    assert.deepEqual(dataArgs(html, "applyBestSpec"), [{ target: "helper_model" }]);
+    assert.deepEqual(dataArgs(html, "applyBestSpec"), [], "no attempt passed: nothing proven to apply");
     assert.deepEqual(dataArgs(html, "exportJson"), [{ target: "helper_model" }]);
   });
 
@@ -169,9 +169,11 @@ describe("renderReportHtml on real reports", () => {
 
   it("disables the buttons that run or edit in an untrusted workspace", () => {
     const html = renderReportHtml(message("helper_model_failed"), { ...OPTIONS, trusted: false });
-    for (const name of ["applyBestSpec", "validate", "declareAdapter"]) {
+    for (const name of ["validate", "declareAdapter"]) {
       assert.match(html, new RegExp(`data-action="${name}"[^>]*title="Disabled in Restricted Mode[^"]*" disabled>`));
     }
+    const fixed = renderReportHtml(message("helper_model_autofix"), { ...OPTIONS, trusted: false });
+    assert.match(fixed, /data-action="applyBestSpec"[^>]*title="Disabled in Restricted Mode[^"]*" disabled>/);
     assert.doesNotMatch(html, /data-action="exportJson"[^>]*disabled/);
   });
 });
