@@ -49,7 +49,7 @@ export class TestingView implements vscode.Disposable {
       const where = factoryUriOf(t) ?? t.uri;
       const uri = where ? vscode.Uri.parse(where) : undefined;
       const item = this.controller.createTestItem(t.name, t.name, uri);
-      item.description = t.spec ?? (t.source === "file" ? "model_factory in this file" : undefined);
+      item.description = t.spec ? vscode.workspace.asRelativePath(t.spec) : t.source === "file" ? "model_factory in this file" : undefined;
       if (uri) {
         const line = await factoryLine(uri, t);
         item.range = new vscode.Range(line, 0, line, 0);
