@@ -17,7 +17,7 @@ from distcheck.lsp.runs import end_message
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
-from .harness import copy_examples, lsp_session, uri
+from .harness import copy_examples, lsp_session
 
 
 def test_end_message_says_fix_available_and_what_was_not_validated() -> None:
