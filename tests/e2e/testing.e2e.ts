@@ -42,9 +42,16 @@ describe("testing view: targets as test items, run, failure messages", { timeout
       await session.quickOpen("helper_model.py");
       const source = fs.readFileSync(path.join(session.workspace, "helper_model.py"), "utf8").split("\n");
       const line = source.findIndex((l) => l.startsWith("def model_factory")) + 1;
-      await session.page.keyboard.press("Control+G");
-      await session.page.keyboard.type(`${line}`);
-      await session.page.keyboard.press("Enter");
+      // Go to Line can miss right after the editor opens: retry until the cursor is on the def
+      const cursor = session.page.locator(".statusbar-item", { hasText: `Ln ${line}, Col` }).first();
+      for (let i = 0; i < 5 && !(await cursor.isVisible()); i++) {
+        await session.page.locator(".monaco-editor textarea").first().focus();
+        await session.page.keyboard.press("Control+G");
+        await session.page.keyboard.type(`${line}`);
+        await session.page.keyboard.press("Enter");
+        await cursor.waitFor({ timeout: 3000 }).catch(() => undefined);
+      }
+      await cursor.waitFor({ timeout: 5000 });
       const glyph = session.page.locator(".monaco-editor .margin [class*='testing-run-glyph'], .monaco-editor .margin .codicon-testing-run-icon");
       await glyph.first().waitFor({ timeout: 30_000 });
       await session.shot("items-and-gutter");
