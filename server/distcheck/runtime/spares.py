@@ -366,6 +366,8 @@ class SparePool:
                 d["gpu_bytes"] += int(s.info.get("gpu_bytes", 0))
                 d["gpu_bytes_source"] = s.info.get("gpu_bytes_source")
                 d.setdefault("warm_seconds", []).append(round(float(s.info.get("warm_seconds", 0.0)), 3))
+                phases = {k: round(float(v), 3) for k, v in dict(s.info.get("phases") or {}).items()}
+                d.setdefault("warm_phases", []).append(phases)
                 failed = s.info.get("failed_imports") or []
                 if failed:
                     d["failed_imports"] = sorted(set(d.get("failed_imports", [])) | set(failed))

@@ -3,9 +3,11 @@
 A spare is forked from the rank pool's forkserver (torch and distcheck preloaded, CUDA never
 initialised there) before any validation asks for it. It arms its lifeline at once (it dies with the
 forkserver, which dies with the owner), leads its own process group, then warms what a rank pays for
-on its first forward: its CUDA context on its device (`CUDA_MODULE_LOADING=EAGER` unless the user set
-it), a first autograd pass there, and the third-party packages the pool names (learned from the
-target's previous validation). It imports no user module. Then it waits on its pipe:
+on its first forward: its CUDA context on its device (module loading as the user set it, lazy by
+default: eager loading took 4-5 s and 1.3 GB of GPU memory per spare on an H200, lazy 0.55 s and 0.64 GB,
+bench/RESULTS_gpu.md), a first autograd pass there (which loads the kernels a first forward needs),
+and the third-party packages the pool names (learned from the target's previous validation). It
+imports no user module. Then it waits on its pipe:
 
 - `("build", {...})`: become rank `rank` of a coming run (its log, beacon and environment in that
   run's directory), import the factory's module and build the wrapper now, keep it for the run;
@@ -110,12 +112,16 @@ def _warm(plan: dict[str, Any]) -> dict[str, Any]:
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
 
     t0 = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds per warm-up step, for `spares.report()` and the bench
     device = torch.device(str(plan.get("device", "cpu")))
     if device.type == "cuda":
-        os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
         torch.cuda.set_device(device)
         torch.cuda.init()  # type: ignore[no-untyped-call]
+        phases["cuda_init"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
     _warm_autograd(device)
+    phases["autograd"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
     failed: list[str] = []
     imported: list[str] = []
     for name in plan.get("packages", ()):
@@ -126,14 +132,21 @@ def _warm(plan: dict[str, Any]) -> dict[str, Any]:
             failed.append(f"{name}: {type(exc).__name__}")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    phases["packages"] = time.perf_counter() - t1
+    warm_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    gpu = _gpu_memory(device)
+    phases["memory_query"] = time.perf_counter() - t1
     return {
         "pid": os.getpid(),
         "device": str(device),
-        "warm_seconds": time.perf_counter() - t0,
+        "warm_seconds": warm_seconds,
+        "phases": phases,
+        "module_loading": os.environ.get("CUDA_MODULE_LOADING", ""),
         "packages": imported,
         "failed_imports": failed,
         "memory_bytes": _own_memory(),
-        **_gpu_memory(device),
+        **gpu,
     }
 
 
