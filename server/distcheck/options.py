@@ -278,6 +278,9 @@ _BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 OPTION_TYPES: dict[str, str] = {o.name: o.kind for o in OPTIONS}
 """Option name → its kind (see `Option.kind`)."""
 OPTION_ALIASES: dict[str, str] = {alias: o.name for o in OPTIONS for alias in o.aliases}
+
+EDITOR_SETTINGS: tuple[str, ...] = ("interpreter", "trace", "saveBeforeValidate")
+"""The extension's own `distcheck.*` settings (first key segment): read by the editor, never validator options."""
 """Other spellings a pyproject table or the settings accept for some options (`timeout`, `deadline`, `watch`)."""
 
 

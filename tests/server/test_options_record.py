@@ -29,7 +29,7 @@ from distcheck.option_check import (
     unknown_tolerance_keys,
     with_default,
 )
-from distcheck.options import CLI, EDITOR, LIBRARY, OPTIONS, PYPROJECT, Vocabulary, option
+from distcheck.options import CLI, EDITOR, EDITOR_SETTINGS, LIBRARY, OPTIONS, PYPROJECT, Vocabulary, option
 from distcheck.options_schema import SCHEMA_KEYS, setting_schema
 from distcheck.rank_limits import check_rank_count, check_world_size
 from distcheck.report import TraceReport
@@ -46,14 +46,10 @@ PAIR = "examples.pair_potential:model_factory"
 # package.json against the record
 
 
-EDITOR_ONLY_SETTINGS = ("distcheck.interpreter", "distcheck.trace.server", "distcheck.saveBeforeValidate")
-"""The extension's own settings: read by the editor, never validator options (the one list of them)."""
-
-
 def _settings() -> dict[str, Any]:
     package = json.loads((ROOT / "package.json").read_text())
     props: dict[str, Any] = package["contributes"]["configuration"]["properties"]
-    return {k: v for k, v in props.items() if k not in EDITOR_ONLY_SETTINGS}
+    return {k: v for k, v in props.items() if k.removeprefix("distcheck.").split(".")[0] not in EDITOR_SETTINGS}
 
 
 def test_package_json_declares_every_option_and_nothing_else() -> None:
@@ -367,3 +363,13 @@ def test_the_runner_refuses_in_editor_words(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_target_off_the_wire_is_checked(wire: Any) -> None:
     with pytest.raises(ConfigError):
         Target.from_wire(wire)
+
+
+@pytest.mark.parametrize("setting", EDITOR_SETTINGS)
+def test_the_daemon_does_not_call_an_editor_setting_unknown(setting: str) -> None:
+    """The extension's own settings reach the daemon with the rest; they are not validator options and
+    not problems."""
+    from distcheck.lsp.config import convert_options
+
+    options, problems = convert_options({setting: "always"}, "distcheck.")
+    assert options == {} and problems == []

@@ -23,7 +23,7 @@ from typing import Any
 from ..jobs.pyproject import load_targets, read_table
 from ..jobs.target import Target, is_path_reference, split_reference
 from ..option_check import KIND_WORDS, ConfigError, OptionError, check_option, check_type, normalize
-from ..options import OPTION_ALIASES, OPTION_TYPES, OPTIONS
+from ..options import EDITOR_SETTINGS, OPTION_ALIASES, OPTION_TYPES, OPTIONS
 from . import locate
 
 __all__ = [
@@ -78,7 +78,7 @@ def convert_options(raw: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any]
     options: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in raw.items():
-        if key in ("trace", "server", "pythonPath", "interpreter") or value is None:
+        if key in EDITOR_SETTINGS or key in ("server", "pythonPath") or value is None:
             continue
         name = SETTING_KEYS.get(key) or OPTION_ALIASES.get(key, key)
         kind = OPTION_TYPES.get(name)
