@@ -204,7 +204,9 @@ def arm_forkserver() -> bool:
     become_subreaper()
     # Orphans it adopts are reaped by its SIGCHLD loop, which warns about pids it did not fork.
     warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")
-    # blocked by helpers_ignore_sigint (the mask survives exec)
+    # blocked by helpers_ignore_sigint (the mask survives exec); ignoring SIGINT first drops a Ctrl-C
+    # that is pending, so the imports still to come are not interrupted by it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     signal.signal(signal.SIGTERM, _forkserver_stopped)
     signal.signal(signal.SIGHUP, _forkserver_stopped)
@@ -312,23 +314,39 @@ def stop_forkserver() -> None:
 
 @contextlib.contextmanager
 def helpers_ignore_sigint() -> Iterator[None]:
-    """Start helper processes (the forkserver, the resource tracker) in the body with SIGINT ignored,
-    which they keep through exec: a Ctrl-C in a terminal goes to the whole foreground process group,
-    and a helper still importing its modules would die of it with a traceback on the user's screen.
-    Only in the main thread. SIGINT, SIGTERM and SIGHUP are also blocked there meanwhile, so one that
-    comes in the meantime stays pending and is handled as soon as the body is done."""
+    """Start helper processes (the forkserver, the resource tracker) in the body with SIGINT, SIGTERM
+    and SIGHUP blocked, which they keep through exec until they ignore SIGINT themselves
+    (`arm_forkserver`, multiprocessing's resource tracker): a Ctrl-C in a terminal goes to the whole
+    foreground process group, and a helper still importing its modules would die of it with a
+    traceback on the user's screen. Only in the main thread. A stop signal that comes meanwhile is
+    handled as soon as the body is done, by the handler that was there before, whichever thread the
+    kernel gave it to."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     # SIGTERM and SIGHUP wait too: one that struck while multiprocessing starts a helper would leave
     # it running unrecorded (its pid not yet stored), out of reach of the clean-up that follows.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Blocking alone does not hold them: the kernel hands a process-directed signal that the main
+    # thread blocks to another thread (torch's, say), and the main thread would then run the
+    # handler mid-body, or, were it SIG_IGN, drop the signal. So each is recorded and raised again.
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    caught: list[int] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(stops))
+    previous = {sig: signal.signal(sig, record) for sig in stops}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # unblocked first: what is pending reaches `record` (which cannot raise), so nothing can leave
+        # the mask blocked; then the old handlers take back what was caught
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
 
 
 # -- ranks -------------------------------------------------------------------------------------------
