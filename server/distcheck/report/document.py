@@ -39,6 +39,7 @@ from distcheck.spec import MLIPSpec
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
 from .failures import OutputFailure, output_failures
+from .log_summary import SummaryLogger, log_summary
 from .model import Attempt
 from .parts import ReportMeta, TargetInfo, view
 from .render import render_text
@@ -295,3 +296,8 @@ class TraceReport(Record):
         """A compact human report for terminals and CI logs (ANSI colors only when `color`): see
         `distcheck.report.render.render_text`."""
         return render_text(self, color)
+
+    def log_summary(self, logger: SummaryLogger, *, prefix: str = "distcheck: ") -> None:
+        """The lines of `render_text` written to `logger` (stdlib `logging` or loguru-style: anything with
+        `info` / `warning` / `error`): see `distcheck.report.log_summary.log_summary`."""
+        log_summary(self, logger, prefix=prefix)
