@@ -125,37 +125,6 @@ export function configLensSpots(docUri: string, targets: readonly TargetInfo[]):
     .sort((a, b) => a.line - b.line);
 }
 
-/**
- * Workspace-relative candidate files for a dotted module or class path (`pkg.mod.Class` → `pkg/mod.py`,
- * `pkg/mod/__init__.py`, `pkg.py`, ...), most specific first, plus the class name to look for.
- */
-export function moduleFileCandidates(dotted: string): { files: string[]; className: string | undefined } {
-  const parts = dotted.split(".").filter((p) => /^[A-Za-z_]\w*$/.test(p));
-  const files: string[] = [];
-  // longest dotted prefixes first (`pkg/mod.py`), then the same with leading packages dropped, for a
-  // workspace opened inside the package (`mod.py` when the workspace is `pkg/`)
-  for (let start = 0; start < parts.length; start++) {
-    for (let end = parts.length; end > start; end--) {
-      const path = parts.slice(start, end).join("/");
-      for (const file of [`${path}.py`, `${path}/__init__.py`]) {
-        if (!files.includes(file)) {
-          files.push(file);
-        }
-      }
-    }
-  }
-  const last = parts.at(-1);
-  const className = last && /^[A-Z]/.test(last) ? last : undefined;
-  return { files, className };
-}
-
-/** 0-based line of `class NAME` (any indentation) in `text`, or undefined. */
-export function findClassLine(text: string, className: string): number | undefined {
-  const re = new RegExp(`^\\s*class\\s+${className}\\b`);
-  const i = text.split(/\r?\n/).findIndex((l) => re.test(l));
-  return i >= 0 ? i : undefined;
-}
-
 export interface TargetPickItem {
   label: string;
   /** The target name Validate gets. */

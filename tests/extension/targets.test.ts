@@ -6,9 +6,7 @@ import {
   chooseTarget,
   configLensSpots,
   factoryFunction,
-  findClassLine,
   lensSpots,
-  moduleFileCandidates,
   moduleLevelDefs,
   targetPickItems,
 } from "../../extension/src/targets";
@@ -125,26 +123,6 @@ describe("CodeLens spots", () => {
     assert.equal(factoryFunction("C:/x/file.py:mod.func"), "func");
     assert.equal(factoryFunction("C:/x/file.py"), undefined);
     assert.equal(factoryFunction(undefined), undefined);
-  });
-});
-
-describe("go to module", () => {
-  it("candidate files, most specific first", () => {
-    const got = moduleFileCandidates("examples.helper_readout.MoleculeEnergyReadout");
-    assert.equal(got.className, "MoleculeEnergyReadout");
-    assert.deepEqual(got.files.slice(0, 4), [
-      "examples/helper_readout/MoleculeEnergyReadout.py",
-      "examples/helper_readout/MoleculeEnergyReadout/__init__.py",
-      "examples/helper_readout.py",
-      "examples/helper_readout/__init__.py",
-    ]);
-    assert.ok(got.files.indexOf("helper_readout.py") > got.files.indexOf("examples/helper_readout.py"));
-    assert.equal(moduleFileCandidates("readout").className, undefined);
-  });
-
-  it("findClassLine", () => {
-    assert.equal(findClassLine("import x\n\nclass MoleculeEnergyReadout(nn.Module):\n", "MoleculeEnergyReadout"), 2);
-    assert.equal(findClassLine("class MoleculeEnergyReadoutX:\n", "MoleculeEnergyReadout"), undefined);
   });
 });
 
