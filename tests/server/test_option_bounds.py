@@ -26,6 +26,7 @@ import distcheck.runtime.launch as launch
 import distcheck.validate.api as api
 from distcheck import cli, rank_limits, targets
 from distcheck.lsp.config import SETTING_KEYS, load_workspace_targets, read_disk, read_settings
+from distcheck.options import EDITOR_SETTINGS
 from distcheck.report import DeadlineReached, TraceReport
 from distcheck.runtime.factory import load_object
 from distcheck.targets import OptionError, check_option, load_targets
@@ -427,7 +428,9 @@ def test_package_json_declares_exactly_the_options_with_bounds() -> None:
     props: Mapping[str, Any] = json.loads((ROOT / "package.json").read_text())["contributes"]["configuration"][
         "properties"
     ]
-    declared = {k.removeprefix("distcheck.") for k in props} - {"interpreter", "trace.server"}
+    declared = {
+        k.removeprefix("distcheck.") for k in props if k.removeprefix("distcheck.").split(".")[0] not in EDITOR_SETTINGS
+    }
     assert declared == set(SETTING_KEYS)
     world = props["distcheck.worldSize"]
     assert world["minimum"] == 1 and "maximum" not in world  # the bound is the sample's atoms, not a constant
