@@ -5,6 +5,21 @@
 /** A number as the report writes it: finite numbers as numbers, non-finite ones as strings. */
 export type JsonNumber = number | "NaN" | "Infinity" | "-Infinity";
 
+/** Per-atom errors of output `output` in system `system`, bounded: `worst` holds at most `DEFAULT_WORST` atoms (largest |Δ| first), `profile` `len(profile)` bins of equal width over `[0, length]` along the cut axis `axis` (0, 1, 2: the plane normal the partition cut along), each the largest |Δ| of the atoms in it (0.0 for an empty bin). `ranks` are the owned slabs, `halo_width` the halo depth (Å; None when every rank holds every atom), `periodic` whether the cut wraps around. `n_atoms` atoms of the system were compared, `n_components` components per atom. */
+export interface AtomErrorsJson {
+  output: string;
+  system: number;
+  axis: number;
+  length: JsonNumber;
+  periodic: boolean;
+  halo_width: JsonNumber | null;
+  n_atoms: number;
+  n_components: number;
+  ranks?: RankIntervalJson[];
+  worst?: WorstAtomJson[];
+  profile?: JsonNumber[];
+}
+
 /** One distributed run (or re-consolidation) under one spec, compared with the reference. */
 export interface AttemptJson {
   index: number;
@@ -31,6 +46,7 @@ export interface AttemptJson {
   crash_traces?: CrashTraceJson[];
   suspicious?: SuspiciousOutputJson[];
   system_health?: SystemHealthJson[];
+  atom_errors?: AtomErrorsJson[];
 }
 
 /** What a rank that raised had recorded before it did: `handler_counts` (the dispatch trace so far) and `modules`, the sub-modules whose forward had returned, in call order (`"name#call"`; the last one is the last module that finished before the crash). `phase` is the rank's phase then. */
@@ -183,6 +199,13 @@ export interface RankDisagreementJson {
   summary?: string;
 }
 
+/** One rank's slab along the cut axis: it owns `[lo, hi)` and holds as halo the atoms within `halo_width` of it (through the period when the cut is periodic). */
+export interface RankIntervalJson {
+  rank: number;
+  lo: JsonNumber;
+  hi: JsonNumber;
+}
+
 /** The model's receptive field as measured in the single-process reference. */
 export interface ReceptiveFieldJson {
   status: "measured" | "unbounded" | "not_measured";
@@ -315,6 +338,15 @@ export interface WorkerErrorJson {
   hint: string;
   traceback?: string;
   user_frame?: FrameJson | null;
+}
+
+/** One of the worst atoms: global `index`, the `rank` that owned it, its `position` along the cut axis (Å from the cut's origin), its largest `abs_diff` over components and that `component` (0-based; x, y, z for a 3-vector). */
+export interface WorstAtomJson {
+  index: number;
+  rank: number;
+  position: JsonNumber;
+  abs_diff: JsonNumber;
+  component: number;
 }
 
 /** What the reference run learned about the wrapper: its `class`, `file` and `line`, the neighbour `cutoff` (Å), `num_interactions`, its `output_kinds` and the `distribution_spec` it declares. */

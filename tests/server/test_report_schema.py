@@ -51,6 +51,7 @@ from distcheck.report import (
     WorkerError,
     view,
 )
+from distcheck.report.atoms import AtomErrors, RankInterval, WorstAtom
 from distcheck.report.codec import Record, slots
 from distcheck.report.schema import json_schema, schema_text
 from distcheck.report.typescript import typescript_text
@@ -173,6 +174,10 @@ def full_report() -> TraceReport:
         rolled_back=Rollback(0, "worse"), crash_traces=[CrashTrace(1, "forward", {"halo_read": 1}, ["a#0"])],
         suspicious=[SuspiciousOutput("energy", "per_graph", 1e-6, 1e-9, 1e3, 100.0)],
         system_health=[SystemHealth(1, 3, 0, 3, 0, 0, "no_halo", "system 1 ...")],
+        atom_errors=[
+            AtomErrors("forces", 0, 0, 10.0, True, 5.0, 4, 3, [RankInterval(0, 0.0, 5.0), RankInterval(1, 5.0, 10.0)],
+                       [WorstAtom(2, 1, 6.5, 0.25, 1)], [0.0, 0.25])
+        ],
     )  # fmt: skip
     return TraceReport(
         ok=False, spec=spec, attempts=[attempt], next_action="FAIL — see above",

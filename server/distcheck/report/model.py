@@ -15,6 +15,7 @@ from typing import Any
 
 from distcheck.spec import MLIPSpec
 
+from .atoms import AtomErrors
 from .checks import SuspiciousOutput, SystemHealth
 from .codec import Record, wire
 from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, view
@@ -344,6 +345,9 @@ class Attempt(Record):
     (`checks.SuspiciousOutput`; any entry fails the attempt); `system_health` the systems of
     the batch some rank cannot test (`checks.SystemHealth`; each is also a `degenerate`
     message). Both absent in older reports, read as [].
+    `atom_errors` holds, for each failing or suspicious per-atom output, its per-atom errors
+    (`atoms.AtomErrors`: the worst atoms, a profile along the cut axis, the ranks' slabs); absent in
+    older reports, read as [].
     """
 
     index: int
@@ -368,6 +372,7 @@ class Attempt(Record):
     crash_traces: list[CrashTrace] = dataclasses.field(default_factory=list)
     suspicious: list[SuspiciousOutput] = dataclasses.field(default_factory=list)
     system_health: list[SystemHealth] = dataclasses.field(default_factory=list)
+    atom_errors: list[AtomErrors] = dataclasses.field(default_factory=list)
 
     _derived = ("failing_outputs",)
     _placed = (("failing_outputs", "passed"),)

@@ -31,11 +31,13 @@ from ..report import (
     best_attempt_index,
     merge_unrouted,
 )
+from ..report.atoms import AtomErrors
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, resolve_backend, resolve_devices, run_distributed
 from ..runtime.model import WrapperError
+from ..runtime.partition import partition_batch
 from ..runtime.spares_cache import packages_for, record
 from ..runtime.spares_prepared import ValidationSpares
 from ..spec import MLIPSpec
@@ -43,7 +45,7 @@ from .autofix import FixContext, propose
 from .crash import crash_handler_counts, crash_traces, worker_error
 from .deadline import Budget
 from .diagnosis import diagnose_helpers
-from .diff import compare_outputs, nonfinite_report
+from .diff import compare_outputs, failing_atom_errors, nonfinite_report
 from .errors import nan_hint
 from .health import halo_completeness, partition_health, system_health
 from .inference import infer_spec
@@ -316,6 +318,22 @@ def _evaluate(
         rank_disagreements=disagreements,
     )
     return attempt, raw, helpers
+
+
+def _atom_errors(
+    attempt: Attempt, run: DistributedRun, reused: bool, reference: Mapping[str, Any], batch: Batch
+) -> list[AtomErrors]:
+    """Per-atom errors of the attempt's failing (or suspicious) per-atom outputs, cut as the run cut
+    the batch: the partition is recomputed (it is deterministic) from the batch, the world size and the
+    halo width the ranks reported. [] when the attempt errored or nothing per-atom failed."""
+    failing = [n for n, v in attempt.verdicts.items() if not v.passed and v.kind == "per_node"]
+    if attempt.error is not None or not failing or not run.records:
+        return []
+    spec = attempt.spec
+    outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
+    replicated = spec.distribution.policy.kind == "replicated"
+    partition = partition_batch(batch, run.world_size, run.records[0].halo_width, replicated=replicated)
+    return failing_atom_errors(failing, outputs, _reference_outputs(reference), spec.output_kinds, batch, partition)
 
 
 def _rank_layers(run: DistributedRun) -> list[list[dict[str, Any]]] | None:
@@ -624,6 +642,7 @@ def _validate(
         attempt, raw, helpers = _evaluate(index, current, rationale, rule, run, reference, opts, reused, timings, meta)
         floor.judge(attempt, raw)  # within tolerance but far above round-off: suspicious, not passed
         attempt.system_health = system_health(run.records)
+        attempt.atom_errors = _atom_errors(attempt, run, reused, reference, batch)
         attempts.append(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):

@@ -33,7 +33,14 @@ from ..option_check import Tolerance, tolerance_of
 from ..report.atoms import DEFAULT_BINS, DEFAULT_WORST, AtomErrors, RankInterval, WorstAtom
 from ..runtime.partition import Partition, _normal_coordinates
 
-__all__ = ["atom_errors", "compare_output", "compare_outputs", "failing_rows", "nonfinite_report"]
+__all__ = [
+    "atom_errors",
+    "compare_output",
+    "compare_outputs",
+    "failing_atom_errors",
+    "failing_rows",
+    "nonfinite_report",
+]
 
 PER_NODE = "per_node"
 
@@ -281,3 +288,34 @@ def atom_errors(
         ],
         profile=[float(v) for v in profile.tolist()],
     )
+
+
+def failing_atom_errors(
+    failing: Sequence[str],
+    outputs: Mapping[str, torch.Tensor],
+    ref: Mapping[str, torch.Tensor],
+    kinds: Mapping[str, str],
+    batch: Batch,
+    partition: Partition,
+) -> list[AtomErrors]:
+    """One `atom_errors` record for each per-node output named in `failing` that both sides have with
+    equal shapes, in the system holding its largest |Δ| (the others are left out so the size stays
+    bounded by the number of outputs, not of systems). Outputs that cannot be compared atom by atom are
+    skipped: their verdict already says why."""
+    found: list[AtomErrors] = []
+    for name in failing:
+        if kinds.get(name) != PER_NODE or name not in outputs or name not in ref:
+            continue
+        got, want = outputs[name], ref[name]
+        if tuple(got.shape) != tuple(want.shape) or want.dim() == 0 or want.shape[0] != batch.num_atoms:
+            continue
+        peaks = [
+            max(
+                (w.abs_diff for w in atom_errors(name, got, want, batch, partition, s, worst=1, bins=1).worst),
+                default=-1.0,
+            )
+            for s in range(batch.num_systems)
+        ]
+        if peaks:
+            found.append(atom_errors(name, got, want, batch, partition, peaks.index(max(peaks))))
+    return found
