@@ -6,6 +6,7 @@
 import { type AttemptJson, freeString, isRecord } from "./report";
 import { Problems, Reader, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, UNTRUSTED, button, fmt, html, joinHtml, link } from "./reportMarkup";
+import { type ModuleError, moduleDivergenceChart } from "./reportCharts";
 import { type Obj, checkedCount } from "./reportSections";
 
 // ------------------------------------------------------------------------------------------------
@@ -135,6 +136,24 @@ export function firstDivergentModule(ld: unknown, problems: Problems = new Probl
   };
 }
 
+/**
+ * Per-module errors to chart: the layer diagnostic's `modules` list (`{module, rel_diff}` in call order)
+ * when the report has one, else the first divergent module alone.
+ */
+export function moduleErrors(ld: Reader, loc: ModuleLocation): ModuleError[] {
+  const listed = ld.items("modules").flatMap((v, i) => {
+    const m = Reader.of(v, `${ld.pathOf("modules")}[${i}]`, ld.problems);
+    const module = m?.str("module", { required: true });
+    const error = m?.num("rel_diff", { required: true });
+    return module !== undefined && error !== undefined ? [{ module, error }] : [];
+  });
+  if (listed.length) {
+    return listed;
+  }
+  const error = loc.relDiff ?? loc.absDiff;
+  return error !== undefined ? [{ module: loc.module, error }] : [];
+}
+
 /** The first module whose outputs diverge (best attempt first, then the latest), with "Go to module". */
 export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const ordered = best ? [best, ...attempts.filter((a) => a !== best).reverse()] : [...attempts].reverse();
@@ -156,6 +175,7 @@ export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefi
       diffs ? ` — ${diffs}` : ""
     }${checked}</p>
 <p>${link("Go to module", "goToModule", { module: loc.module, cls: loc.cls, file: loc.file, line: loc.line })}</p>
+${moduleDivergenceChart(moduleErrors(ld, loc))}
 </section>`;
   }
   return NOTHING;

@@ -7,8 +7,9 @@
  */
 
 import { type AttemptJson, isRecord, textOf } from "./report";
-import { Problems, Reader, capped } from "./reportCheck";
+import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, fmt, html, joinHtml, link } from "./reportMarkup";
+import { atomErrorChart, type AtomErrorsData } from "./reportCharts";
 import { type Obj } from "./reportSections";
 
 const WHAT: Record<string, string> = {
@@ -283,4 +284,55 @@ export function renderChecked(best: AttemptJson | undefined, meta: Obj, receptiv
 <ul class="checked">${items.map((t) => html`<li>${t}</li>`)}</ul>
 <p>Next: compare the failing outputs atom by atom (the outputs' worst index) for code that depends on which atoms a rank holds or on their order (e.g. <code>pos[0]</code>, <code>batch.num_atoms</code>, <code>positions.shape[0]</code>).</p>
 </section>`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// per-atom errors
+
+function atomRecord(r: Reader): AtomErrorsData | undefined {
+  const output = r.str("output", { required: true });
+  const length = r.num("length", { required: true });
+  if (output === undefined || length === undefined) {
+    return undefined;
+  }
+  const sub = (key: string): Reader[] =>
+    r.items(key).flatMap((v, i) => {
+      const s = Reader.of(v, `${r.pathOf(key)}[${i}]`, r.problems);
+      return s ? [s] : [];
+    });
+  return {
+    output,
+    axis: r.count("axis") ?? 0,
+    length,
+    periodic: r.bool("periodic") ?? false,
+    halo_width: r.num("halo_width", { nullable: true }) ?? null,
+    ranks: sub("ranks").map((s) => ({ rank: s.count("rank") ?? 0, lo: s.num("lo") ?? 0, hi: s.num("hi") ?? 0 })),
+    worst: sub("worst").map((s) => ({
+      index: s.count("index") ?? 0,
+      rank: s.count("rank") ?? 0,
+      position: s.num("position") ?? 0,
+      abs_diff: s.num("abs_diff") ?? 0,
+      component: s.count("component") ?? 0,
+    })),
+    profile: r.items("profile").map((v) => asNumber(v) ?? 0),
+  };
+}
+
+/** The |Δ| chart of each failing or suspicious per-atom output (`atom_errors`) of the best attempt, else the last. */
+export function renderAtomErrors(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
+  const shown = best ?? attempts[attempts.length - 1];
+  if (!shown) {
+    return NOTHING;
+  }
+  const a = new Reader(shown as unknown as Obj, at(shown), p);
+  const charts = a.items("atom_errors").flatMap((value, i) => {
+    const r = Reader.of(value, `${a.pathOf("atom_errors")}[${i}]`, p);
+    const data = r ? atomRecord(r) : undefined;
+    return data ? [atomErrorChart(data)] : [];
+  });
+  if (charts.length === 0) {
+    return NOTHING;
+  }
+  return html`<section id="atom-errors"><h2>Per-atom errors (${attemptLabel(a)})</h2>
+${joinHtml(capped(charts, "the per-atom charts", p), "\n")}</section>`;
 }

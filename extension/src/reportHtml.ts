@@ -24,7 +24,7 @@
 import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, stateOf, textOf, verdictOf } from "./report";
 import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { renderErrors, renderHelpers, renderLayers, renderPartition } from "./reportDetails";
-import { renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
+import { renderAtomErrors, renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
 import {
   NOTHING,
   type SafeHtml,
@@ -215,6 +215,7 @@ ${renderActions(state, stale, target, trusted ? undefined : UNTRUSTED)}
   if (best) {
     parts.push(guarded("outputs", "Outputs", all, (p) => renderOutputs(new Reader(best as unknown as Obj, at(best), p), meta)));
   }
+  parts.push(guarded("atom-errors", "Per-atom errors", all, (p) => renderAtomErrors(attempts, best, p, at)));
   parts.push(guarded("unrouted", "Unrouted aggregations", all, (p) => renderUnrouted(attempts, best, p, at)));
   parts.push(guarded("suspicious", "Suspicious outputs", all, (p) => renderSuspicious(attempts, best, report.roundoff, p, at)));
   parts.push(guarded("disagreements", "Ranks that disagree", all, (p) => renderDisagreements(attempts, best, p, at)));

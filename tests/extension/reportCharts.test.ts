@@ -3,7 +3,10 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { atomErrorChart, moduleDivergenceChart, type AtomErrorsData } from "../../extension/src/reportCharts";
+import { type ReportMessage, bestAttempt } from "../../extension/src/report";
 import { NOTHING } from "../../extension/src/reportMarkup";
+import { renderReportHtml } from "../../extension/src/reportHtml";
+import { FIXTURES, message } from "./fixtures";
 
 const EVIL = "<img src=x onerror=alert(1)>";
 
@@ -83,4 +86,41 @@ describe("moduleDivergenceChart", () => {
   it("draws nothing without modules", () => {
     assert.equal(moduleDivergenceChart([]), NOTHING);
   });
+});
+
+describe("the panel draws the charts", () => {
+  const OPTIONS = { nonce: "N0NCE", cspSource: "vscode-webview://abc", scriptUri: "vscode-webview://abc/report.js" };
+
+  function withAtomErrors(name: string, output: string): ReportMessage {
+    const msg = message("helper_model_failed");
+    const best = bestAttempt(msg.report) ?? msg.report.attempts?.[msg.report.attempts.length - 1];
+    assert.ok(best);
+    (best as unknown as Record<string, unknown>).atom_errors = [{ ...data(2, 5, 2.0), output, system: 0, n_atoms: 40, n_components: 3 }];
+    (best as unknown as Record<string, unknown>).layer_divergence = { first_divergent: { module: name, class: "pkg.M", rel_diff: 0.3 }, checked: 4 };
+    return msg;
+  }
+
+  it("a report with atom_errors: the best attempt's |Δ| chart, one point per worst atom, the output name escaped", () => {
+    const html = renderReportHtml(withAtomErrors("interaction.0", EVIL), OPTIONS);
+    assert.ok(html.includes('<section id="atom-errors">'));
+    assert.equal(count(html, /<figure class="chart atom-chart"><svg/g), 1);
+    assert.equal(count(html, /<circle class="atom"/g), 5);
+    assert.equal(count(html, /<rect class="owned"/g), 2);
+    assert.ok(!html.includes("<img"));
+  });
+
+  it("the layer divergence section draws the module bars, the module name escaped", () => {
+    const html = renderReportHtml(withAtomErrors(EVIL, "forces"), OPTIONS);
+    assert.equal(count(html, /<figure class="chart module-chart"><svg/g), 1);
+    assert.equal(count(html, /<rect class="module"/g), 1);
+    assert.ok(!html.includes("<img"));
+  });
+
+  for (const name of FIXTURES) {
+    it(`${name} without atom_errors: no per-atom section`, () => {
+      const html = renderReportHtml(message(name), OPTIONS);
+      assert.ok(!html.includes('id="atom-errors"'));
+      assert.equal(count(html, /<circle class="atom"/g), 0);
+    });
+  }
 });

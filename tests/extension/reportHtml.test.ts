@@ -19,13 +19,13 @@ const OPTIONS = { nonce: "TESTNONCE123", cspSource: "vscode-webview://abc", scri
 
 /** Tag names the renderer is allowed to emit; anything else in the output came from report data. */
 const ALLOWED_TAGS = new Set(
-  "!doctype html head meta title style body main header h1 h2 h3 p span b code ul ol li div button a table thead tbody tr th td svg line rect text title section details summary pre script".split(
+  "!doctype html head meta title style body main header h1 h2 h3 p span b code ul ol li div button a table thead tbody tr th td svg line rect text title figure figcaption g polyline circle section details summary pre script".split(
     " ",
   ),
 );
 
 const ALLOWED_ATTRIBUTES = new Set(
-  "html lang charset http-equiv content name id class type nonce src href title role aria-label width height viewBox xmlns x y x1 y1 x2 y2 text-anchor data-action data-args data-verdict data-key data-helper disabled".split(
+  "html lang charset http-equiv content name id class type nonce src href title role aria-label width height viewBox xmlns x y x1 y1 x2 y2 text-anchor data-action data-args data-verdict data-key data-helper disabled data-rank fill fill-opacity stroke stroke-width points cx cy r font-size".split(
     " ",
   ),
 );
