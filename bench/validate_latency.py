@@ -117,6 +117,15 @@ def single_forward(factory: Callable[[], Any], batch: Any, repeats: int) -> floa
     return min(times[1:])
 
 
+PHASES = ("until_entry", "factory", "forward", "receptive_field", "body", "until_result", "prepare_ranks", "load")
+
+
+def phases(report: Any) -> str:
+    """The reference run's phases of one report (`meta.timings["reference_*"]`), in s."""
+    timings = report.meta.get("timings") or {}
+    return "  ".join(f"{k} {float(timings[f'reference_{k}']):.3f}" for k in PHASES if f"reference_{k}" in timings)
+
+
 def fmt(t: tuple[float, float, float] | None) -> str:
     if t is None:
         return f"{'—':>22}"
@@ -273,12 +282,16 @@ def main() -> None:
                 ("MACE (examples/real, 384 atoms), W=2", mace_model.model_factory, mace_model.sample_batch(), 2)
             )
     for name, factory, batch, w in rows:
-        results = []
+        results, reports = [], []
         for on in (False, True):
             with mode(on, w):
-                results.append(timed(factory, batch, w, args.repeats)[:3])
+                *row, report = timed(factory, batch, w, args.repeats)
+                results.append(tuple(row))
+                reports.append(report)
         fwd = single_forward(factory, batch, args.repeats)
         print(f"{name:<34} {fmt(results[0])} {fmt(results[1])} {fwd:11.3f} s", flush=True)
+        for label, report in zip(("today", "spares"), reports):
+            print(f"    reference, {label:<6}: {phases(report)}", flush=True)
     if "fresh" not in skip:
         print(
             f"{'first validation, fresh process':<34} {fmt(fresh_process(False))} {fmt(fresh_process(True))}",

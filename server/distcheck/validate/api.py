@@ -76,6 +76,13 @@ ProgressCallback = Callable[[str, Mapping[str, Any]], None]
 RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
 
 
+def _reference_phases(reference: Mapping[str, Any]) -> dict[str, float]:
+    """The reference run's own phases as `meta["timings"]` keys (`reference_factory`, `reference_forward`,
+    ...): what its child spent building, running, measuring the receptive field, and what the parent
+    waited for its start, the first attempt's ranks to be handed out and the result."""
+    return {f"reference_{k}": float(v) for k, v in dict(reference.get("timings") or {}).items()}
+
+
 def trace_and_validate(
     model_factory: Callable[..., Any] | str,
     sample_batch: Any,
@@ -550,7 +557,11 @@ def _validate(
     _check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
     if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
-        meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
+        meta["timings"] = {
+            "reference": t_reference,
+            **_reference_phases(reference),
+            "total": time.perf_counter() - t_start,
+        }
         attempt = _failed_attempt(0, current, "reference run", None, problem, {})
         report = TraceReport(ok=False, spec=current, attempts=[attempt], next_action="", meta=meta)
         report.next_action = next_action(report)
@@ -673,7 +684,7 @@ def _validate(
         current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
     best_index = best_attempt_index(attempts)  # None when the deadline passed before the first attempt
     best = attempts[best_index] if best_index is not None else None
-    meta["timings"] = {"reference": t_reference, "total": time.perf_counter() - t_start}
+    meta["timings"] = {"reference": t_reference, **_reference_phases(reference), "total": time.perf_counter() - t_start}
     report = TraceReport(
         ok=best is not None and best.passed and not best.degenerate,
         spec=best.spec if best is not None else current,

@@ -189,9 +189,11 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
 
     info = _wrapper_info(wrapper)
     reach = max(neighbor_cutoffs) if neighbor_cutoffs else info["cutoff"]
+    t2 = time.perf_counter()
     receptive = measure_receptive_field(
         wrapper, Batch.from_state(job["batch"]).to(device), cutoff=reach, derived=derived, forward_seconds=t_forward
     )
+    t_receptive = time.perf_counter() - t2
     return {
         "outputs": {k: v.detach().to("cpu") for k, v in outputs.items()},
         "counts": dict(trace.counts),
@@ -202,20 +204,24 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
         "helpers": tracer.collect(),
         "layers": layers.collect(),
         "wrapper": info,
-        "timings": {"factory": t_factory, "forward": t_forward},
+        "timings": {"factory": t_factory, "forward": t_forward, "receptive_field": t_receptive},
         # what the spares of this target's next validation import ahead (`spares_cache`)
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
     }
 
 
 def _reference_entry(job: dict[str, Any]) -> None:
+    entered = time.time()  # wall clock: the parent subtracts its own stamp of the start
     workdir = job["workdir"]
     code = 1
     try:
         start_child_process(workdir, "rank0", job.get("owner"))
         os.environ["DISTCHECK_RANK"] = "reference"
         beacon.set_phase("reference")
+        t0 = time.perf_counter()
         result = reference_body(job)
+        result["timings"]["body"] = time.perf_counter() - t0
+        result["timings"]["entered_at"] = entered
         torch.save(result, os.path.join(workdir, "reference.pt.tmp"))
         os.replace(os.path.join(workdir, "reference.pt.tmp"), os.path.join(workdir, "reference.pt"))
         code = 0
@@ -267,9 +273,10 @@ def run_reference(
         procs.append(proc)  # before start: an interrupted start still gets stopped
         with main_hidden():
             proc.start()  # returns once forked: a cold pool's start-up (torch imported) is not the run's time
-        t_start = time.perf_counter()
+        started_at, t_start = time.time(), time.perf_counter()
         if ahead is not None:
             ahead.prepare()
+        t_prepared = time.perf_counter()
         try:
             supervise(
                 procs,
@@ -290,7 +297,13 @@ def run_reference(
             raise DistributedError(
                 f"the single-process reference run failed: {failure.type}: {failure.message}", err.failures
             ) from None
+        t_seen = time.perf_counter()
         result: dict[str, Any] = torch.load(result_path, weights_only=True)
+        phases = result["timings"]
+        phases["until_entry"] = phases.pop("entered_at") - started_at
+        phases["prepare_ranks"] = t_prepared - t_start
+        phases["until_result"] = t_seen - t_start
+        phases["load"] = time.perf_counter() - t_seen
         return result
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool
