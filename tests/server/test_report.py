@@ -481,8 +481,10 @@ def test_render_text_contents(rich_report: TraceReport) -> None:
     lines = text.splitlines()
     assert lines[0] == "PASSED AFTER FIX: Declare aimnet.nbops.mol_sum as a reduction helper"
     assert "The validated spec is saved to model.json" in text
+    # numbered from 1, as the diagnostics and the progress messages number them (docs/diagnostics.md)
     for index in range(3):
-        assert f"attempt {index}" in text
+        assert f"attempt {index + 1}" in text
+    assert "attempt 0" not in text
     assert "[helpers.declare_reduction] PASS" in text
     assert "[autofix.detach_check] FAIL" in text
     assert "fix applied: declare aimnet.nbops.mol_sum" in text
@@ -669,7 +671,8 @@ def test_round_trip_of_disagreements_rollbacks_and_crash_traces() -> None:
     assert old.attempts[0].rank_disagreements == [] and old.attempts[1].rolled_back is None
     rendered = report.render_text()
     assert "ranks disagree: ranks 0, 1 disagree on energy" in rendered
-    assert "rolled back to attempt 0" in rendered and "last module returned: b" in rendered
+    assert "rolled back to attempt 1:" in rendered and "attempt 0" not in rendered
+    assert "last module returned: b" in rendered
     bad = report.to_dict()
     bad["attempts"][0]["rank_disagreements"][0]["ranks"] = "0,1"
     with pytest.raises(ValueError, match=r"attempts\[0\]\.rank_disagreements\[0\]\.ranks|rank_disagreements"):

@@ -165,7 +165,7 @@ class _Renderer:
         status = self.paint("PASS", "green") if a.passed else self.paint("FAIL", "red")
         rule = f" [{a.rule}]" if a.rule else ""
         reused = " (re-consolidated an earlier run)" if a.reused_run else ""
-        self.add(_clean(f"attempt {a.index}{rule} ", one_line=True) + status + _clean(f"{reused}", one_line=True))
+        self.add(_clean(f"attempt {a.index + 1}{rule} ", one_line=True) + status + _clean(f"{reused}", one_line=True))
         if a.rationale:
             self.add(_clean(a.rationale), 2)
         self.render_outputs(a)
@@ -187,7 +187,7 @@ class _Renderer:
                 text = f"first module whose per-system value differs across ranks: {m.module} ({m.cls}), max |Δ| "
                 self.add(_clean(text + _num(m.max_abs), one_line=True), 4)
         if a.rolled_back is not None:
-            text = f"rolled back to attempt {a.rolled_back.to_attempt}: {a.rolled_back.reason}"
+            text = f"rolled back to attempt {a.rolled_back.to_attempt + 1}: {a.rolled_back.reason}"
             self.add(self.paint("rolled back:", "yellow") + " " + _clean(text, one_line=True), 2)
         if a.error is not None:
             self.render_error(a.error)

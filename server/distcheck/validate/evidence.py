@@ -75,8 +75,8 @@ def unknown_cause_lines(attempt: Attempt, failing: str, layer_diagnostic: bool) 
 
 def tried_line(attempt: Attempt) -> str:
     """One attempt as the list of attempts tried shows it, with its rollback when it had one."""
-    text = f"attempt {attempt.index} ({attempt.rule or 'initial'}): {'pass' if attempt.passed else 'fail'} — "
+    text = f"attempt {attempt.index + 1} ({attempt.rule or 'initial'}): {'pass' if attempt.passed else 'fail'} — "
     text += attempt.rationale
     if attempt.rolled_back is not None:
-        text += f" [rolled back to attempt {attempt.rolled_back.to_attempt}: {attempt.rolled_back.reason}]"
+        text += f" [rolled back to attempt {attempt.rolled_back.to_attempt + 1}: {attempt.rolled_back.reason}]"
     return text

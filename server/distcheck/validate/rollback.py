@@ -21,10 +21,10 @@ def _num(x: float | None) -> str:
 def _reason(attempt: Attempt, base: Attempt) -> str:
     now, before = attempt.failing_outputs, base.failing_outputs
     if not attempt.verdicts:
-        return f"it ended before any comparison, where attempt {base.index} compared every output"
+        return f"it ended before any comparison, where attempt {base.index + 1} compared every output"
     if len(now) > len(before):
         return (
-            f"{len(now)} failing outputs ({', '.join(now)}) where attempt {base.index} had {len(before)}"
+            f"{len(now)} failing outputs ({', '.join(now)}) where attempt {base.index + 1} had {len(before)}"
             + (f" ({', '.join(before)})" if before else "")
         )
     worse = []
@@ -33,7 +33,7 @@ def _reason(attempt: Attempt, base: Attempt) -> str:
         was = b.max_rel_diff if b is not None else None
         if b is None or b.passed or v.max_rel_diff is None or (was is not None and v.max_rel_diff > was):
             worse.append(f"{name} max rel {_num(v.max_rel_diff)} (was {_num(was)})")
-    return "larger differences: " + (", ".join(worse) or ", ".join(now)) + f" than attempt {base.index}"
+    return "larger differences: " + (", ".join(worse) or ", ".join(now)) + f" than attempt {base.index + 1}"
 
 
 def rollback_if_worse(attempt: Attempt, base: Attempt | None) -> bool:
@@ -43,6 +43,6 @@ def rollback_if_worse(attempt: Attempt, base: Attempt | None) -> bool:
     attempt.rolled_back = Rollback(
         to_attempt=base.index,
         reason=f"the mutation ({attempt.rule}) made the comparison worse: {_reason(attempt, base)}; the next "
-        f"attempt starts again from attempt {base.index}'s spec",
+        f"attempt starts again from attempt {base.index + 1}'s spec",
     )
     return True

@@ -124,7 +124,9 @@ def test_a_worse_mutation_is_rolled_back_and_the_next_starts_from_the_better_spe
     assert fixed.passed and fixed.reused_run  # re-consolidated attempt 0's run, not attempt 1's
     assert fixed.spec.distribution.policy.halo_width is None and fixed.spec.owned_only_outputs == []
     assert report.ok and report.best_index == 2 and report.spec == fixed.spec
-    assert "rolled back to attempt 0" in report.next_action
+    # attempts are numbered from 1 in every message (docs/diagnostics.md): index 0 is "attempt 1"
+    assert "rolled back to attempt 1:" in report.next_action and "attempt 0" not in report.next_action
+    assert "than attempt 1" in worse.rolled_back.reason or "where attempt 1" in worse.rolled_back.reason
     assert TraceReport.from_json(report.to_json()).attempts[1].rolled_back == worse.rolled_back
 
 
