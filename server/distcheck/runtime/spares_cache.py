@@ -2,7 +2,7 @@
 
 The reference run records which installed (site-packages) top-level packages loading, building and
 running the model imported (`third_party_since`); the validator stores them per target
-(`record`) in `<cache>/distcheck/spare-packages.json`, and the next validation of that target asks
+(`record`, adding to what it learned before) in `<cache>/distcheck/spare-packages.json`, and the next validation of that target asks
 its spares to import them ahead (`packages_for`), plus any named in DISTCHECK_SPARE_PACKAGES
 (comma-separated). Only installed packages are listed, never a module of the user's own
 directories, so the user's code is still imported fresh in every rank. The file is dropped
@@ -118,13 +118,22 @@ def packages_for(target: str | None) -> list[str]:
 
 
 def record(target: str, packages: dict[str, str]) -> None:
-    """Remember `packages` (name → file, from `third_party_since`) for `target`; keeps the newest
-    `MAX_TARGETS` targets. Best effort: an unwritable cache only means nothing is learned."""
-    stamped = {}
+    """Add `packages` (name → file, from `third_party_since`) to what was learned for `target`; keeps
+    the newest `MAX_TARGETS` targets. Added, not replaced: a reference run in a spare that imported a
+    package ahead does not see the model import it again, and replacing would drop it, so the next
+    validation's spares would all be replaced. A learned package goes when its file or the
+    environment changes. Best effort: an unwritable cache only means nothing is learned."""
+    data = _read()
+    previous = data.get("targets", {}).get(target, {})
+    kept = previous.get("packages", {}) if isinstance(previous, dict) else {}
+    stamped = {
+        name: entry
+        for name, entry in (kept.items() if isinstance(kept, dict) else ())
+        if isinstance(entry, list) and len(entry) == 2 and _unchanged(entry[0], entry[1])
+    }
     for name, origin in packages.items():
         with contextlib.suppress(OSError):
             stamped[name] = [origin, os.stat(origin).st_mtime_ns]
-    data = _read()
     targets = {k: v for k, v in data.get("targets", {}).items() if k != target}
     targets[target] = {"packages": stamped}
     targets = dict(list(targets.items())[-MAX_TARGETS:])

@@ -46,6 +46,14 @@ def test_installed_packages_are_learned_the_user_s_modules_never(env: tuple[Path
     assert spares_cache.packages_for("models/other.py:factory") == []  # per target
 
 
+def test_a_run_that_found_a_package_already_imported_keeps_it_learned(env: tuple[Path, Path]) -> None:
+    assert _learn() == ["sparepkg_a"]
+    # the next reference runs in a spare that imported sparepkg_a ahead: the model's import finds it loaded
+    assert _learn() == ["sparepkg_a"]
+    spares_cache.record("models/m.py:factory", {})
+    assert spares_cache.packages_for("models/m.py:factory") == ["sparepkg_a"]  # not flipped back to nothing
+
+
 def test_named_packages_come_after_the_learned_ones(env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISTCHECK_SPARE_PACKAGES", "mace, e3nn,,sparepkg_a")
     assert _learn() == ["sparepkg_a", "mace", "e3nn"]
