@@ -151,19 +151,29 @@ def _warm(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _warm_autograd(device: torch.device) -> None:
-    """One tiny forward + forces on `device`: loads the kernels and autograd machinery a first rank
-    forward would (an index_add per system, a gather per edge, `autograd.grad` with a seed)."""
+    """One tiny forward + forces on `device` in float64 and float32: loads the kernels, libraries and
+    autograd machinery a first rank forward would (cuBLAS for a linear layer, an embedding gather, a
+    gather and an index_add per edge, an index_add per system, smooth activations, `autograd.grad`),
+    so the first real forward of a rank or reference in this spare does not pay for loading them."""
     import torch
+    import torch.nn.functional as F
 
-    pos = torch.randn(8, 3, dtype=torch.float64, device=device, requires_grad=True)
-    edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]], device=device)
-    vec = pos[edges[1]] - pos[edges[0]]
-    e_atom = torch.zeros(8, dtype=pos.dtype, device=device).index_add(0, edges[0], (vec * vec).sum(dim=1))
-    energy = torch.zeros(1, dtype=pos.dtype, device=device).index_add(
-        0, torch.zeros(8, dtype=torch.long, device=device), e_atom
-    )
-    (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
-    del grad
+    for dtype in (torch.float64, torch.float32):
+        pos = torch.randn(8, 3, dtype=dtype, device=device, requires_grad=True)
+        edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]], device=device)
+        table = torch.randn(4, 16, dtype=dtype, device=device, requires_grad=True)
+        weight = torch.randn(16, 16, dtype=dtype, device=device, requires_grad=True)
+        vec = pos[edges[1]] - pos[edges[0]]
+        r = torch.linalg.vector_norm(vec, dim=-1)
+        h = F.embedding(torch.zeros(8, dtype=torch.long, device=device), table)
+        messages = F.silu(F.linear(h[edges[1]], weight)) * torch.exp(-r).unsqueeze(-1)
+        h = h + torch.zeros_like(h).index_add(0, edges[0], messages)
+        e_atom = torch.tanh(h @ weight).sum(dim=1)
+        energy = torch.zeros(1, dtype=dtype, device=device).index_add(
+            0, torch.zeros(8, dtype=torch.long, device=device), e_atom
+        )
+        (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
+        del grad
 
 
 def _own_memory() -> int:
