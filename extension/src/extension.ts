@@ -47,6 +47,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     onProgressEnd: (target, message) => {
       if (endedCancelled(message)) {
         status.cancelled(target);
+        panel.markCancelled(target, reports.get(target));
       } else {
         status.finished(target);
       }

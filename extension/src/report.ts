@@ -47,6 +47,8 @@ export interface ReportMessage {
   unsaved?: string[];
   /** Set by the extension when the spec or model changed after the run: what changed. */
   stale?: string | null;
+  /** Set by the extension when the target's validation after this report was cancelled. */
+  cancelled?: boolean | null;
 }
 
 /** The report's verdict state (`TraceReport.state`, `REPORT_STATES` in distcheck.report). */
@@ -135,6 +137,21 @@ export function looksLikeReport(value: unknown): value is ReportJson {
   return isRecord(value) && typeof value.report_version === "number" && Array.isArray(value.attempts);
 }
 
+/** `message`, with the stale and cancelled marks of `shown` when it is the same report of the same target. */
+export function keepStanding(message: ReportMessage, shown: ReportMessage | undefined): ReportMessage {
+  if (!shown || shown.target !== message.target || shown.report !== message.report) {
+    return message;
+  }
+  const kept: ReportMessage = { ...message };
+  if (shown.stale && !message.stale) {
+    kept.stale = shown.stale;
+  }
+  if (shown.cancelled && !message.cancelled) {
+    kept.cancelled = true;
+  }
+  return kept;
+}
+
 /** Is `value` a `distcheck/report` message? */
 export function looksLikeReportMessage(value: unknown): value is ReportMessage {
   return isRecord(value) && typeof value.target === "string" && looksLikeReport(value.report);
@@ -199,6 +216,15 @@ export function verdictOf(report: ReportJson): Verdict {
     return "inconclusive";
   }
   return best.passed ? "passed" : "failed";
+}
+
+/**
+ * An attempt's number as every message shows it: counted from 1 (attempt 1 is the user's spec, the
+ * later ones auto-fix's), as the daemon's diagnostics, its progress and the report's text number them
+ * (docs/diagnostics.md); the JSON `index` counts from 0. "?" when the index is not a whole number >= 0.
+ */
+export function attemptNumber(index: unknown): string {
+  return typeof index === "number" && Number.isInteger(index) && index >= 0 ? String(index + 1) : "?";
 }
 
 /** The one-liner: the first line of `next_action`. */

@@ -24,9 +24,25 @@ async function lastReport(session: Session, target: string): Promise<ReportMessa
   return message;
 }
 
+/** The session's report of a target with what the status item knows of it since: the validation after
+ * it was cancelled, or a file it rests on changed (the panel shows the same marks). */
+function withStanding(session: Session, message: ReportMessage | undefined): ReportMessage | undefined {
+  const st = message ? session.status.model.last.get(message.target) : undefined;
+  if (!message || !st || session.reports.get(message.target) !== message) {
+    return message;
+  }
+  return { ...message, ...(st.cancelled ? { cancelled: true } : {}), ...(st.stale ? { stale: st.stale } : {}) };
+}
+
+/** Is the target's last validation one that was cancelled before any report of it was seen? */
+function cancelledWithoutReport(session: Session, target: string): boolean {
+  return session.status.model.last.get(target)?.cancelled === true && !session.reports.has(target);
+}
+
 /**
  * Shows, in this order: the report file `arg` (a URI), the report of target `arg`, the latest report of
- * this session, the report open in the active JSON editor, the server's last report of any target;
+ * this session (marked cancelled or stale as the status item shows it; a cancelled run with no report
+ * as such), the report open in the active JSON editor, the server's last report of any target;
  * else the empty panel that says how to get one.
  */
 export async function showReport(session: Session, panel: ReportPanel, arg?: unknown): Promise<void> {
@@ -41,11 +57,19 @@ export async function showReport(session: Session, panel: ReportPanel, arg?: unk
     return;
   }
   if (typeof arg === "string" && arg) {
-    panel.show(reports.get(arg) ?? (await lastReport(session, arg)));
+    if (cancelledWithoutReport(session, arg)) {
+      panel.showCancelled(arg);
+      return;
+    }
+    panel.show(withStanding(session, reports.get(arg)) ?? (await lastReport(session, arg)));
     return;
   }
   const latest = status.model.latest();
-  const known = (latest && reports.get(latest[0])) ?? panel.message;
+  if (latest && cancelledWithoutReport(session, latest[0])) {
+    panel.showCancelled(latest[0]);
+    return;
+  }
+  const known = withStanding(session, latest && reports.get(latest[0])) ?? panel.message;
   if (known) {
     panel.show(known);
     return;

@@ -3,11 +3,12 @@
  * partition chart. Pure; every field is read through `reportCheck.Reader`.
  */
 
-import { type AttemptJson, freeString, isRecord } from "./report";
+import { type AttemptJson, attemptNumber, freeString, isRecord } from "./report";
 import { Problems, Reader, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, UNTRUSTED, button, fmt, html, joinHtml, link } from "./reportMarkup";
 import { type ModuleError, moduleDivergenceChart } from "./reportCharts";
 import { type Obj, checkedCount } from "./reportSections";
+import { PARTITION_ROW_PX } from "./reportStyle";
 
 // ------------------------------------------------------------------------------------------------
 // helpers
@@ -86,7 +87,7 @@ function renderHelper(h: Reader, attempt: Reader, name: string, target: string, 
       ? html`<span class="tag bad">flagged</span>`
       : html`<span class="tag">ok</span>`;
   return html`<div class="helper ${flagged ? "flagged" : ""}" data-helper="${name}">
-<h3><code>${name}</code> ${state} <span class="dim">(attempt ${fmt(attempt.count("index") ?? "?")})</span></h3>
+<h3><code>${name}</code> ${state} <span class="dim">(attempt ${attemptNumber(attempt.count("index"))})</span></h3>
 <ul>
 <li>pattern <b>${h.str("pattern") ?? "?"}</b> (confidence ${fmt(h.num("pattern_confidence"))}); calls: reference ${fmt(h.count("n_calls_ref"))}${
     perRank ? `; ${perRank}` : ""
@@ -170,7 +171,7 @@ export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefi
       .join(", ");
     const n = ld.count("checked");
     const checked = n !== undefined ? html` <span class="dim">(${fmt(n)} modules checked)</span>` : NOTHING;
-    return html`<section id="layers"><h2>Layer divergence (attempt ${fmt(a.count("index") ?? "?")})</h2>
+    return html`<section id="layers"><h2>Layer divergence (attempt ${attemptNumber(a.count("index"))})</h2>
 <p>First divergent module: <code>${loc.module}</code>${loc.cls ? html` <span class="dim">${loc.cls}</span>` : NOTHING}${where}${
       diffs ? ` — ${diffs}` : ""
     }${checked}</p>
@@ -197,7 +198,8 @@ export function isLibraryFrame(file: string): boolean {
 function renderError(e: Reader, a: Reader): SafeHtml {
   const rank = e.count("rank");
   const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
-  const index = fmt(a.count("index") ?? "?");
+  const rawIndex = a.count("index");
+  const index = fmt(rawIndex ?? "?");
   // The user's frame is stored by the server (runtime/frames.py); the file test is for older reports.
   const stored = e.rec("user_frame", { nullable: true });
   const isUser = (file: string, line: number | undefined): boolean =>
@@ -222,8 +224,8 @@ function renderError(e: Reader, a: Reader): SafeHtml {
     ? html`<details data-key="traceback-${index}"><summary>raw traceback</summary><pre>${traceback}</pre></details>`
     : NOTHING;
   const hint = e.str("hint");
-  return html`<div class="error">
-<h3>${e.str("type", { required: true }) ?? "error"} on ${where} during ${e.str("phase") ?? "?"} <span class="dim">(attempt ${index})</span></h3>
+  return html`<div class="worker-error">
+<h3>${e.str("type", { required: true }) ?? "error"} on ${where} during ${e.str("phase") ?? "?"} <span class="dim">(attempt ${attemptNumber(rawIndex)})</span></h3>
 <p class="message">${e.str("message") ?? ""}</p>
 ${hint ? html`<p class="hint">${hint}</p>` : NOTHING}
 ${frames.toString() ? html`<ol class="frames">${frames}</ol>` : NOTHING}
@@ -302,37 +304,7 @@ export function renderPartition(a: Reader): SafeHtml {
   }
   const parts: SafeHtml[] = [];
   if (ranks.length) {
-    const total = Math.max(
-      ranks.reduce((m, r) => Math.max(m, r.owned + r.halo + r.remote), 0),
-      1,
-    );
-    const labelW = 70;
-    const plotW = 440;
-    const rowH = 24;
-    const width = labelW + plotW + 170;
-    const height = ranks.length * rowH + 6;
-    const svg: SafeHtml[] = [
-      html`<svg class="chart partition-chart" role="img" aria-label="atoms per rank: owned, halo, remote" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" xmlns="http://www.w3.org/2000/svg">`,
-    ];
-    ranks.forEach((r, i) => {
-      const y = 3 + i * rowH;
-      svg.push(html`<text class="label" x="${labelW - 6}" y="${y + 15}" text-anchor="end">rank ${r.rank}</text>`);
-      let x = labelW;
-      for (const part of ["owned", "halo", "remote"] as const) {
-        const w = (r[part] / total) * plotW;
-        if (w > 0) {
-          svg.push(
-            html`<rect class="seg ${part}" x="${x.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}"><title>rank ${r.rank}: ${fmt(
-              r[part],
-            )} ${part}</title></rect>`,
-          );
-        }
-        x += w;
-      }
-      svg.push(html`<text class="value" x="${labelW + plotW + 6}" y="${y + 15}">${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}</text>`);
-    });
-    svg.push(html`</svg>`);
-    parts.push(html`${svg}`);
+    parts.push(renderPartitionChart(ranks));
     parts.push(html`<p class="legend"><span class="sw owned"></span> owned <span class="sw halo"></span> halo <span class="sw remote"></span> remote (owned / halo / remote atoms)</p>`);
   }
   for (const m of messages) {
@@ -341,6 +313,43 @@ export function renderPartition(a: Reader): SafeHtml {
   if (hcText) {
     parts.push(html`<p class="${incomplete ? "warning" : "dim"}">Halo: ${hcText}</p>`);
   }
-  return html`<section id="partition"><h2>Partition (attempt ${fmt(a.count("index") ?? "?")})</h2>${joinHtml(parts, "\n")}</section>`;
+  return html`<section id="partition"><h2>Partition (attempt ${attemptNumber(a.count("index"))})</h2>${joinHtml(parts, "\n")}</section>`;
 }
 
+
+/** Pixels per rank row; the labels and values columns use the same line height so the rows line up. */
+const PARTITION_ROW = PARTITION_ROW_PX;
+
+/**
+ * Owned / halo / remote atoms per rank as stacked bars that take the panel's width: a grid of the rank
+ * labels, one SVG of bars (widths in percent of the plot column, so it stretches with the panel) and
+ * the counts, laid out under the section heading at any panel width.
+ */
+function renderPartitionChart(ranks: RankComposition[]): SafeHtml {
+  const total = Math.max(
+    ranks.reduce((m, r) => Math.max(m, r.owned + r.halo + r.remote), 0),
+    1,
+  );
+  const height = ranks.length * PARTITION_ROW;
+  const bars: SafeHtml[] = [];
+  ranks.forEach((r, i) => {
+    const y = i * PARTITION_ROW;
+    let x = 0;
+    for (const part of ["owned", "halo", "remote"] as const) {
+      const w = (r[part] / total) * 100;
+      if (w > 0) {
+        bars.push(
+          html`<rect class="seg ${part}" x="${`${x.toFixed(2)}%`}" y="${y + 3}" width="${`${w.toFixed(2)}%`}" height="${PARTITION_ROW - 6}"><title>rank ${r.rank}: ${fmt(r[part])} ${part}</title></rect>`,
+        );
+      }
+      x += w;
+    }
+  });
+  const labels = ranks.map((r) => html`<div class="partition-row">rank ${r.rank}</div>`);
+  const values = ranks.map((r) => html`<div class="partition-row">${fmt(r.owned)} / ${fmt(r.halo)} / ${fmt(r.remote)}</div>`);
+  return html`<div class="partition-grid">
+<div class="partition-labels">${joinHtml(labels, "")}</div>
+<svg class="partition-chart" role="img" aria-label="atoms per rank: owned, halo, remote" width="100%" height="${height}" xmlns="http://www.w3.org/2000/svg">${joinHtml(bars, "")}</svg>
+<div class="partition-values">${joinHtml(values, "")}</div>
+</div>`;
+}

@@ -6,7 +6,7 @@
  * is built with the escaping `html` template.
  */
 
-import { type AttemptJson, isRecord, textOf } from "./report";
+import { type AttemptJson, attemptNumber, isRecord, textOf } from "./report";
 import { Problems, Reader, asNumber, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, fmt, html, joinHtml, link } from "./reportMarkup";
 import { atomErrorChart, type AtomErrorsData } from "./reportCharts";
@@ -21,7 +21,7 @@ const WHAT: Record<string, string> = {
 
 function attemptLabel(a: Reader): string {
   const rule = a.str("rule");
-  return `${fmt(a.count("index") ?? "?")}${rule ? ` (${rule})` : ""}`;
+  return `${attemptNumber(a.count("index"))}${rule ? ` (${rule})` : ""}`;
 }
 
 function baseName(path: string): string {

@@ -62,6 +62,27 @@ export interface RenderOptions {
 
 /** The whole page for `message` (or the empty page); total: a malformed report still renders. */
 export function renderReportHtml(message: ReportMessage | undefined, options: RenderOptions): string {
+  const body = message ? renderBodySafely(message, options.trusted !== false) : renderEmpty();
+  const title = message ? `Distcheck: ${message.target}` : "Distcheck report";
+  return renderPage(title, body, message, options);
+}
+
+/**
+ * The page for a target whose validation was cancelled before it had any report to show: says so and
+ * offers Validate again (disabled, with the reason, in an untrusted workspace).
+ */
+export function renderCancelledHtml(target: string, options: RenderOptions): string {
+  const untrusted = options.trusted === false ? UNTRUSTED : undefined;
+  const body = html`<main data-verdict="cancelled"><header class="head">
+<h1>${renderBadge("error", { cancelled: true })} <span class="target">${target}</span></h1>
+<p class="notice" id="cancelled">The last validation of ${target} was cancelled before it reported, so there is no verdict yet. Validate again for one.</p>
+<div class="actions">${button("Validate again", "validate", { target }, untrusted)}</div>
+</header></main>`;
+  return renderPage(`Distcheck: ${target}`, body, undefined, options);
+}
+
+/** The page around `body`; `message` is embedded for the page script's state restore. */
+function renderPage(title: string, body: SafeHtml, message: ReportMessage | undefined, options: RenderOptions): string {
   const nonce = options.nonce;
   const csp = [
     "default-src 'none'",
@@ -70,8 +91,6 @@ export function renderReportHtml(message: ReportMessage | undefined, options: Re
     `script-src 'nonce-${options.nonce}'`,
     `font-src ${options.cspSource}`,
   ].join("; ");
-  const body = message ? renderBodySafely(message, options.trusted !== false) : renderEmpty();
-  const title = message ? `Distcheck: ${message.target}` : "Distcheck report";
   return html`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -181,7 +200,8 @@ function renderBody(message: ReportMessage, trusted: boolean): SafeHtml {
   const best = bestAttempt(view);
   const verdict = verdictOf(view);
   const state = stateOf(view);
-  const stale = root.str("stale");
+  const standing = { cancelled: root.bool("cancelled") === true, stale: root.str("stale") };
+  const stale = standing.stale;
   const unsaved = (root.list("unsaved") ?? []).filter((u): u is string => typeof u === "string").map((u) => u.replace(/^.*\//, ""));
   const head = guarded("summary", "Summary", all, (p) => {
     p.lines.push(...top.lines);
@@ -193,14 +213,15 @@ function renderBody(message: ReportMessage, trusted: boolean): SafeHtml {
     hr.str("verdict");
     hr.str("state");
     return html`<header class="head">
-<h1>${renderBadge(state, stale)} <span class="target">${target}</span></h1>
-${stale ? html`<p class="notice" id="stale">${stale} changed after this run: the verdict may no longer hold; validate again.</p>` : NOTHING}
+<h1>${renderBadge(state, standing)} <span class="target">${target}</span></h1>
+${standing.cancelled ? html`<p class="notice" id="cancelled">The last validation of ${target} was cancelled before it reported: what follows is the report of the run before it. Validate again for a verdict.</p>` : NOTHING}
+${stale && !standing.cancelled ? html`<p class="notice" id="stale">${stale} changed after this run: the verdict may no longer hold; validate again.</p>` : NOTHING}
 ${unsaved.length ? html`<p class="notice" id="unsaved">Validated the saved files: unsaved edits in ${unsaved.join(", ")} were not validated. Save and validate again.</p>` : NOTHING}
 <p class="headline" id="headline">${headline({ ...view, next_action: nextAction })}</p>
 ${renderNextAction(nextAction)}
 ${notice ? html`<p class="notice">${notice}</p>` : NOTHING}
 ${renderMeta(hr.rec("meta", { required: true }), fix, specUri)}
-${renderActions(state, stale, target, trusted ? undefined : UNTRUSTED)}
+${renderActions(state, standing, target, trusted ? undefined : UNTRUSTED)}
 </header>`;
   });
   const at = (a: AttemptJson): string => paths.get(a) ?? "report.attempts[?]";

@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 
 import * as vscode from "vscode";
 
-import { type ReportMessage, isRecord, looksLikeReportMessage } from "./report";
-import { renderReportHtml } from "./reportHtml";
+import { type ReportMessage, isRecord, keepStanding, looksLikeReportMessage } from "./report";
+import { renderCancelledHtml, renderReportHtml } from "./reportHtml";
 
 export const REPORT_VIEW_TYPE = "distcheck.report";
 
@@ -33,6 +33,8 @@ function num(value: unknown): number | undefined {
 export class ReportPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
   private current: ReportMessage | undefined;
+  /** A target whose validation was cancelled before it had any report here (shown instead of `current`). */
+  private cancelledOnly: string | undefined;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -62,10 +64,12 @@ export class ReportPanel implements vscode.Disposable {
     return !!this.panel;
   }
 
-  /** Shows `message` (or the current one); creates the panel when needed. */
+  /** Shows `message` (or the current one); creates the panel when needed. The same report shown again
+   * keeps what the panel learnt about it since (stale, cancelled). */
   show(message: ReportMessage | undefined, options: { preserveFocus: boolean } = { preserveFocus: false }): void {
     if (message) {
-      this.current = message;
+      this.current = keepStanding(message, this.current);
+      this.cancelledOnly = undefined;
     }
     if (this.panel) {
       this.panel.reveal(undefined, options.preserveFocus);
@@ -84,6 +88,7 @@ export class ReportPanel implements vscode.Disposable {
   /** Updates the panel if it is open, without revealing it. */
   update(message: ReportMessage): void {
     this.current = message;
+    this.cancelledOnly = undefined;
     if (this.panel) {
       this.render();
     }
@@ -94,6 +99,29 @@ export class ReportPanel implements vscode.Disposable {
     if (this.current?.target === target && this.current.stale !== what) {
       this.update({ ...this.current, stale: what });
     }
+  }
+
+  /**
+   * The validation of `target` was cancelled: the panel shows its last report (the shown one, else
+   * `last`) marked cancelled ("Validate again" first), or, when there is none, a page saying so with
+   * Validate again.
+   */
+  markCancelled(target: string, last?: ReportMessage): void {
+    const report = this.current?.target === target ? this.current : last?.target === target ? last : undefined;
+    if (report) {
+      if (report !== this.current || report.cancelled !== true) {
+        this.update({ ...keepStanding(report, this.current), cancelled: true });
+      }
+      return;
+    }
+    this.cancelledOnly = target;
+    this.render();
+  }
+
+  /** Shows the cancelled page of `target` (which has no report to show); creates the panel when needed. */
+  showCancelled(target: string): void {
+    this.cancelledOnly = target;
+    this.show(undefined);
   }
 
   private webviewOptions(): vscode.WebviewPanelOptions & vscode.WebviewOptions {
@@ -123,13 +151,19 @@ export class ReportPanel implements vscode.Disposable {
       return;
     }
     const webview = panel.webview;
-    panel.title = this.current ? `Distcheck: ${this.current.target}` : "Distcheck report";
-    webview.html = renderReportHtml(this.current, {
+    const options = {
       nonce: randomBytes(18).toString("base64"),
       cspSource: webview.cspSource,
       scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, "extension", "media", "report.js")).toString(),
       trusted: vscode.workspace.isTrusted,
-    });
+    };
+    if (this.cancelledOnly !== undefined) {
+      panel.title = `Distcheck: ${this.cancelledOnly}`;
+      webview.html = renderCancelledHtml(this.cancelledOnly, options);
+      return;
+    }
+    panel.title = this.current ? `Distcheck: ${this.current.target}` : "Distcheck report";
+    webview.html = renderReportHtml(this.current, options);
   }
 
   private async onMessage(msg: unknown): Promise<void> {
@@ -160,7 +194,7 @@ export class ReportPanel implements vscode.Disposable {
           }
           break;
         case "validate":
-          await this.actions.validate(str(args.target) || this.current?.target || "");
+          await this.actions.validate(str(args.target) || this.cancelledOnly || this.current?.target || "");
           break;
         default:
           break;

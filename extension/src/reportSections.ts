@@ -3,7 +3,7 @@
  * Pure; every field is read through `reportCheck.Reader`.
  */
 
-import { type AttemptJson, type ReportState, isRecord, toleranceFor } from "./report";
+import { type AttemptJson, type ReportState, attemptNumber, isRecord, toleranceFor } from "./report";
 import { type Problems, Reader, asNumber, capped } from "./reportCheck";
 import { type SafeHtml, button, fmt, html, joinHtml } from "./reportMarkup";
 
@@ -32,7 +32,7 @@ export function renderAttempts(all: AttemptJson[], p: Problems, at: (a: AttemptJ
       : html`<span class="dim">none fired</span>`;
     const rule = a.str("rule");
     return html`<tr class="${result}">
-<td>${fmt(a.count("index", { required: true }) ?? "?")}</td>
+<td>${attemptNumber(a.count("index", { required: true }))}</td>
 <td>${rule ? html`<code>${rule}</code>` : html`<span class="dim">initial</span>`}</td>
 <td>${a.str("rationale") ?? ""}${a.bool("reused_run") ? html` <span class="dim">(re-consolidated)</span>` : ""}</td>
 <td class="result ${result}">${result === "pass" ? "✓ pass" : result === "error" ? "✗ error" : "✗ fail"}</td>
@@ -98,7 +98,7 @@ export function renderOutputs(a: Reader, meta: Obj): SafeHtml {
     a.pathOf("verdicts"),
     a.problems,
   );
-  const index = fmt(a.count("index") ?? "?");
+  const index = attemptNumber(a.count("index"));
   if (names.length === 0) {
     return html`<section id="outputs"><h2>Outputs</h2><p>No outputs were compared (attempt ${index}).</p></section>`;
   }
@@ -230,14 +230,27 @@ function renderDiffChart(bars: Bar[]): SafeHtml {
 }
 
 
-/** The panel's badge: the report's `state` (`TraceReport.state`, never re-derived), or "stale" when the
- * spec or model changed after the run. */
-export function renderBadge(state: ReportState, stale: string | undefined): SafeHtml {
-  if (stale) {
-    return html`<span class="badge stale" id="verdict" title="${`${stale} changed after this run`}">⟲ stale — validate again</span>`;
+/** What, beyond the report's own state, the panel knows of its target: the validation after it was
+ * cancelled, or its spec or model changed after it (`stale`: what changed). Cancelled wins: the
+ * user's last act was the cancel. */
+export interface Standing {
+  cancelled?: boolean;
+  stale?: string;
+}
+
+/** The panel's badge: the report's `state` (`TraceReport.state`, never re-derived), "cancelled" when the
+ * validation after it was cancelled, or "stale" when the spec or model changed after the run. */
+export function renderBadge(state: ReportState, standing: Standing): SafeHtml {
+  if (standing.cancelled) {
+    return html`<span class="badge cancelled" id="verdict" title="the last validation was cancelled before it reported">${CANCELLED_LABEL}</span>`;
+  }
+  if (standing.stale) {
+    return html`<span class="badge stale" id="verdict" title="${`${standing.stale} changed after this run`}">⟲ stale — validate again</span>`;
   }
   return html`<span class="badge ${state}" id="verdict">${STATE_LABEL[state]}</span>`;
 }
+
+export const CANCELLED_LABEL = "⊘ cancelled — validate again";
 
 export const STATE_LABEL: Record<ReportState, string> = {
   passed: "✓ passed",
@@ -247,14 +260,20 @@ export const STATE_LABEL: Record<ReportState, string> = {
   error: "✗ error",
 };
 
-/** The panel's buttons, the primary first: "Apply best spec" leads only when an auto-fixed spec passed,
- * and is not offered when no attempt passed (there is nothing proven to apply); "Validate again" leads
- * otherwise. */
-export function renderActions(state: ReportState, stale: string | undefined, target: string, untrusted: string | undefined): SafeHtml {
+/** The panel's buttons, the primary first: "Apply best spec" leads only when an auto-fixed spec passed
+ * (and nothing happened since), and is not offered when no attempt passed (there is nothing proven to
+ * apply); "Validate again" leads otherwise, and alone (with the export) after a cancelled run. */
+export function renderActions(state: ReportState, standing: Standing, target: string, untrusted: string | undefined): SafeHtml {
   const apply = button("Apply best spec", "applyBestSpec", { target }, untrusted);
   const again = button("Validate again", "validate", { target }, untrusted);
   const exportJson = button("Export report JSON", "exportJson", { target });
-  const order = state === "passed_after_fix" && !stale ? [apply, again, exportJson] : state === "passed" ? [again, apply, exportJson] : [again, exportJson];
+  const order = standing.cancelled
+    ? [again, exportJson]
+    : state === "passed_after_fix" && !standing.stale
+      ? [apply, again, exportJson]
+      : state === "passed"
+        ? [again, apply, exportJson]
+        : [again, exportJson];
   return html`<div class="actions">
 ${joinHtml(order, "\n")}
 </div>`;

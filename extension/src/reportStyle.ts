@@ -1,5 +1,8 @@
 /** The report panel's stylesheet: VS Code theme variables only, with fallbacks for a bare browser. */
 
+/** The height of one rank row of the partition chart (its SVG rows and the label and value columns). */
+export const PARTITION_ROW_PX = 24;
+
 export const STYLE = `
 body { font-family: var(--vscode-font-family, sans-serif); font-size: var(--vscode-font-size, 13px); color: var(--vscode-foreground, #ccc); background: var(--vscode-editor-background, #1e1e1e); padding: 0 16px 24px; line-height: 1.45; }
 h1 { font-size: 1.4em; margin: 14px 0 4px; font-weight: 600; }
@@ -14,6 +17,7 @@ a:hover { color: var(--vscode-textLink-activeForeground, #3794ff); text-decorati
 .badge.passed { background: var(--vscode-testing-iconPassed, #73c991); color: var(--vscode-editor-background, #1e1e1e); }
 .badge.failed, .badge.error { background: var(--vscode-testing-iconFailed, #f14c4c); color: var(--vscode-editor-background, #1e1e1e); }
 .badge.passed_after_fix, .badge.stale { background: var(--vscode-editorWarning-foreground, #cca700); color: var(--vscode-editor-background, #1e1e1e); }
+.badge.cancelled { background: var(--vscode-descriptionForeground, #999); color: var(--vscode-editor-background, #1e1e1e); }
 .badge.inconclusive { background: var(--vscode-editorWarning-foreground, #cca700); color: var(--vscode-editor-background, #1e1e1e); }
 .headline { font-weight: 600; margin: 6px 0; }
 .next-action { margin: 4px 0 8px; padding-left: 18px; }
@@ -31,7 +35,7 @@ th { color: var(--vscode-descriptionForeground, #999); font-weight: normal; }
 td.result.pass, tr.pass td.result { color: var(--vscode-testing-iconPassed, #73c991); }
 td.result.fail, td.result.error, tr.fail td.result { color: var(--vscode-testing-iconFailed, #f14c4c); }
 ul.handlers { margin: 0; padding-left: 0; list-style: none; }
-svg.chart { max-width: 100%; height: auto; }
+svg.chart { display: block; max-width: 100%; height: auto; }
 .chart text { fill: var(--vscode-foreground, #ccc); font-size: 11px; font-family: var(--vscode-font-family, sans-serif); }
 .chart text.axis { fill: var(--vscode-descriptionForeground, #999); font-size: 10px; }
 .chart text.value.bad { fill: var(--vscode-testing-iconFailed, #f14c4c); }
@@ -39,9 +43,14 @@ svg.chart { max-width: 100%; height: auto; }
 .chart .bar.ok { fill: var(--vscode-testing-iconPassed, #73c991); }
 .chart .bar.bad { fill: var(--vscode-testing-iconFailed, #f14c4c); }
 .chart .tol { stroke: var(--vscode-editorWarning-foreground, #cca700); stroke-width: 2; }
-.chart .seg.owned { fill: var(--vscode-charts-blue, #3794ff); }
-.chart .seg.halo { fill: var(--vscode-charts-orange, #d18616); }
-.chart .seg.remote { fill: var(--vscode-charts-lines, #888); opacity: .6; }
+.partition-grid { display: grid; grid-template-columns: max-content minmax(120px, 1fr) max-content; column-gap: 8px; margin: 4px 0; }
+.partition-row { height: ${PARTITION_ROW_PX}px; line-height: ${PARTITION_ROW_PX}px; white-space: nowrap; }
+.partition-labels { text-align: right; }
+.partition-values { color: var(--vscode-descriptionForeground, #999); font-size: .92em; }
+svg.partition-chart { display: block; width: 100%; }
+.partition-chart .seg.owned { fill: var(--vscode-charts-blue, #3794ff); }
+.partition-chart .seg.halo { fill: var(--vscode-charts-orange, #d18616); }
+.partition-chart .seg.remote { fill: var(--vscode-charts-lines, #888); opacity: .6; }
 .legend { font-size: .9em; color: var(--vscode-descriptionForeground, #999); }
 .sw { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; vertical-align: middle; }
 .sw.ok { background: var(--vscode-testing-iconPassed, #73c991); }
@@ -50,14 +59,14 @@ svg.chart { max-width: 100%; height: auto; }
 .sw.owned { background: var(--vscode-charts-blue, #3794ff); }
 .sw.halo { background: var(--vscode-charts-orange, #d18616); }
 .sw.remote { background: var(--vscode-charts-lines, #888); opacity: .6; }
-.helper, .error { border-left: 3px solid var(--vscode-editorWidget-border, #444); padding: 2px 0 6px 10px; margin: 8px 0; }
-.helper.flagged, .error { border-left-color: var(--vscode-editorWarning-foreground, #cca700); }
+.helper, .worker-error { border-left: 3px solid var(--vscode-editorWidget-border, #444); padding: 2px 0 6px 10px; margin: 8px 0; }
+.helper.flagged, .worker-error { border-left-color: var(--vscode-editorWarning-foreground, #cca700); }
 .helper ul { margin: 2px 0; padding-left: 18px; }
 .tag { font-size: .8em; padding: 0 6px; border-radius: 8px; border: 1px solid var(--vscode-editorWidget-border, #444); }
 .tag.ok { color: var(--vscode-testing-iconPassed, #73c991); }
 .tag.bad { color: var(--vscode-testing-iconFailed, #f14c4c); }
 .gap, .warning { color: var(--vscode-editorWarning-foreground, #cca700); }
-.error .message { font-family: var(--vscode-editor-font-family, monospace); color: var(--vscode-errorForeground, #f48771); }
+.worker-error .message { font-family: var(--vscode-editor-font-family, monospace); color: var(--vscode-errorForeground, #f48771); }
 .hint { background: var(--vscode-textBlockQuote-background, rgba(127,127,127,.1)); border-left: 3px solid var(--vscode-textBlockQuote-border, #555); padding: 4px 8px; }
 ol.frames { padding-left: 22px; font-family: var(--vscode-editor-font-family, monospace); font-size: .92em; }
 ol.frames li.lib { opacity: .6; }

@@ -100,7 +100,7 @@ describe("renderReportHtml on real reports", () => {
     }
     assert.match(html, /class="bar bad"/);
     assert.match(html, /class="tol"/);
-    assert.match(html, /class="chart partition-chart"/);
+    assert.match(html, /<svg class="partition-chart"/);
     assert.match(html, /class="seg owned"/);
     assert.match(html, /class="seg halo"/);
     assert.match(html, /class="seg remote"/);
