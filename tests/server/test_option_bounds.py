@@ -23,7 +23,7 @@ import pytest
 
 import distcheck
 import distcheck.runtime.launch as launch
-import distcheck.validate.api as api
+import distcheck.validate.engine as engine
 from distcheck import cli, rank_limits, targets
 from distcheck.lsp.config import SETTING_KEYS, load_workspace_targets, read_disk, read_settings
 from distcheck.options import EDITOR_SETTINGS
@@ -98,8 +98,8 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
         return stand_in
 
-    monkeypatch.setattr(api, "run_reference", refuse("run_reference"))
-    monkeypatch.setattr(api, "run_distributed", refuse("run_distributed"))
+    monkeypatch.setattr(engine, "run_reference", refuse("run_reference"))
+    monkeypatch.setattr(engine, "run_distributed", refuse("run_distributed"))
     monkeypatch.setattr(launch, "process_context", refuse("process_context"))
     yield started
     after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}

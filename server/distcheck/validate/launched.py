@@ -11,7 +11,7 @@ from ..report import TraceReport
 from ..runtime.group import GroupSession
 from ..spec import MLIPSpec
 from ..targets import check_options
-from .api import ProgressCallback, _validate
+from .engine import ProgressCallback, run_validation
 
 __all__ = ["validate_launched"]
 
@@ -53,7 +53,7 @@ def validate_launched(
             session.serve()
             return None
         try:
-            return _validate(
+            return run_validation(
                 model_factory,
                 sample_batch,
                 world_size=session.world_size,

@@ -1,0 +1,322 @@
+"""The validation pipeline behind every entry point (`run_validation`): the reference run, spec
+inference, the distributed attempts and auto-fix, the round-off floor, and the report.
+
+What is settled before anything starts is `run_setup`'s; one attempt's record is `attempt_records`'.
+A validation's spares (`runtime.spares_prepared`) are asked for by its reference run and whatever it
+did not use is dropped when it ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from ..option_check import Tolerance
+from ..report import Attempt, DeadlineReached, TraceReport, best_attempt_index
+from ..runtime.errors import DistributedError
+from ..runtime.factory import FactoryRef
+from ..runtime.group import GroupSession
+from ..runtime.launch import DistributedRun, run_distributed
+from ..runtime.model import WrapperError
+from ..runtime.spares_cache import packages_for, record
+from ..runtime.spares_prepared import ValidationSpares
+from ..spec import MLIPSpec
+from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
+from .autofix import FixContext, propose
+from .deadline import Budget
+from .health import system_health
+from .inference import infer_spec
+from .next_action import next_action
+from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
+from .receptive import apply_measured_field, receptive_record
+from .reference import run_reference
+from .rollback import rollback_if_worse
+from .run_setup import check_tolerance_names, settle_run
+from .sample_checks import sample_warnings
+from .sensitivity import RoundoffMeter, make_control_runner
+
+__all__ = ["RANK_INSTRUMENTATION", "ProgressCallback", "run_validation"]
+
+ProgressCallback = Callable[[str, Mapping[str, Any]], None]
+"""`progress(event, info)`: the validator's progress events (`reference_started`, `attempt_finished`, ...)."""
+
+RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
+
+
+def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
+    if progress is not None:
+        progress(event, info)
+
+
+def _reference_phases(reference: Mapping[str, Any]) -> dict[str, float]:
+    """The reference run's own phases as `meta["timings"]` keys (`reference_factory`, `reference_forward`,
+    ...): what its child spent building, running, measuring the receptive field, and what the parent
+    waited for its start, the first attempt's ranks to be handed out and the result."""
+    return {f"reference_{k}": float(v) for k, v in dict(reference.get("timings") or {}).items()}
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
+
+
+def _with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        token = _AHEAD.set(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ahead = _AHEAD.get()
+            _AHEAD.reset(token)
+            if ahead is not None:
+                ahead.close()
+
+    return wrapper
+
+
+def _spares(
+    ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
+) -> ValidationSpares:
+    """This validation's spares (with the packages the target's model imported last time), asked for
+    by its reference run, which has the first attempt's ranks built while it runs."""
+    planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
+    packages = packages_for(ref.describe())
+    ahead = ValidationSpares(ref, devices, world_size, packages, spec=planned, later_attempts=later_attempts)
+    _AHEAD.set(ahead)
+    return ahead
+
+
+@_with_spares
+def run_validation(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    world_size: int,
+    device: str | Sequence[str],
+    atol: Tolerance,
+    rtol: Tolerance,
+    auto_fix: bool,
+    max_fix_attempts: int,
+    backend: str,
+    timeout_sec: float,
+    watched_helper_packages: Sequence[str] | None,
+    helper_sample_every: int,
+    layer_diagnostic: bool,
+    progress: ProgressCallback | None,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
+    session: GroupSession | None = None,
+    deadline_sec: float | None = None,
+    allow_oversubscribe: bool = False,
+) -> TraceReport:
+    """The pipeline behind every entry point. With `session` (rank 0 of a launched job) attempts run on
+    the job's ranks and `world_size`, `device` and `backend` are the job's; otherwise `run_distributed`
+    starts the ranks."""
+    s = settle_run(
+        model_factory,
+        sample_batch,
+        world_size=world_size,
+        device=device,
+        atol=atol,
+        rtol=rtol,
+        auto_fix=auto_fix,
+        max_fix_attempts=max_fix_attempts,
+        backend=backend,
+        timeout_sec=timeout_sec,
+        deadline_sec=deadline_sec,
+        watched_helper_packages=watched_helper_packages,
+        helper_sample_every=helper_sample_every,
+        layer_diagnostic=layer_diagnostic,
+        allow_oversubscribe=allow_oversubscribe,
+        spec=spec,
+        session=session,
+    )
+    ref, batch, world_size, devices, resolved_backend = s.ref, s.batch, s.world_size, s.devices, s.backend
+    atol, rtol, watched, meta, opts, t_start, prior = s.atol, s.rtol, s.watched, s.meta, s.opts, s.t_start, spec
+    budget = Budget(timeout_sec, deadline_sec, start=t_start)
+    ahead = None if session is not None else _spares(ref, devices, world_size, prior, auto_fix and max_fix_attempts > 0)
+    _emit(progress, "reference_started")
+    t0 = time.perf_counter()
+    try:
+        reference = run_reference(
+            ref,
+            batch,
+            device=devices[0],
+            helper_packages=watched,
+            helper_sample_every=helper_sample_every,
+            layer_diagnostic=layer_diagnostic,
+            timeout_sec=budget.run_timeout(),
+            ahead=ahead,
+        )
+    except DistributedError as err:
+        meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
+        attempt = failed_attempt(
+            0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
+        )
+        report = TraceReport(ok=False, spec=attempt.spec, attempts=[attempt], next_action="", meta=meta)
+        report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
+        report.next_action = next_action(report)
+        return report
+    t_reference = time.perf_counter() - t0
+    if ahead is not None:  # what this target's next validation's spares import ahead
+        record(ref.describe(), dict(reference.get("imported_packages") or {}))
+    meta["skipped_helper_packages"] = [p for p in s.requested if p not in watched] + list(
+        reference["helpers"].get("skipped", [])
+    )
+    meta["wrapper"] = reference["wrapper"]
+    _emit(progress, "reference_finished", seconds=t_reference)
+    current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
+    meta["inference_notes"] = notes
+    check_tolerance_names(atol, rtol, current.output_kinds)
+    problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
+    if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
+        meta["timings"] = {
+            "reference": t_reference,
+            **_reference_phases(reference),
+            "total": time.perf_counter() - t_start,
+        }
+        attempt = failed_attempt(0, current, "reference run", None, problem, {})
+        report = TraceReport(ok=False, spec=current, attempts=[attempt], next_action="", meta=meta)
+        report.next_action = next_action(report)
+        _emit(progress, "finished", ok=False)
+        return report
+    attempts: list[Attempt] = []
+    tried = {current.signature()}
+    rationale, rule = "spec from the wrapper's distribution_spec and the reference trace", None
+    receptive = receptive_record(reference)  # an under-declared depth is fixed before any rank runs
+    current, field_note = apply_measured_field(current, receptive)
+    if field_note:
+        notes.append(field_note)
+        rationale += f"; {field_note}"
+    tried.add(current.signature())
+    control = make_control_runner(
+        ref, batch, world_size=world_size, devices=devices, backend=resolved_backend, budget=budget, session=session
+    )
+    floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, control, atol, rtol)
+    run: DistributedRun | None = None
+    needs_run = True
+    total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
+    fix_context: FixContext | None = None
+    base: tuple[Attempt, FixContext] | None = None  # the best attempt so far, which proposals start from
+    stopped: DeadlineReached | None = None
+    while len(attempts) < total_attempts:
+        if budget.expired():  # the whole-validation deadline: no new attempt
+            stopped = budget.reached("between_attempts", len(attempts))
+            break
+        index = len(attempts)
+        _emit(
+            progress,
+            "attempt_started",
+            index=index,
+            total=total_attempts,
+            rule=rule or "initial spec",
+            rationale=rationale,
+        )
+        t1 = time.perf_counter()
+        if needs_run or run is None:
+            try:
+                instrumentation_options = {
+                    "helper_packages": watched,
+                    "helper_sample_every": helper_sample_every,
+                    "layer_diagnostic": layer_diagnostic,
+                }
+                timeout = budget.run_timeout(clip=session is None)  # a launched job's timeout is fixed at join
+                if session is not None:
+                    run = session.run(
+                        ref,
+                        batch,
+                        current,
+                        instrumentation=RANK_INSTRUMENTATION,
+                        instrumentation_options=instrumentation_options,
+                    )
+                else:
+                    run = run_distributed(
+                        ref,
+                        batch,
+                        current,
+                        world_size=world_size,
+                        device=devices,
+                        backend=resolved_backend,
+                        timeout_sec=timeout,
+                        instrumentation=RANK_INSTRUMENTATION,
+                        instrumentation_options=instrumentation_options,
+                        on_event=lambda name, info: _emit(progress, name, **info),
+                        prepared=ahead.take() if ahead is not None else None,  # built during the reference
+                    )
+            except DistributedError as err:
+                attempts.append(
+                    failed_attempt(index, current, rationale, rule, err, {"attempt": time.perf_counter() - t1})
+                )
+                if budget.cut_short(err):
+                    stopped = budget.reached("attempt", len(attempts))
+                run = None
+                break
+            except WrapperError as err:  # consolidation cannot combine the ranks' outputs
+                problems = [problem_from_error(err)]
+                timings = {"attempt": time.perf_counter() - t1}
+                attempts.append(output_attempt(index, current, rationale, rule, problems, reference, meta, timings))
+                run = None
+                break
+            timings = dict(run.timings)
+            reused = False
+        else:
+            timings = {}
+            reused = True
+        timings["attempt"] = time.perf_counter() - t1
+        attempt, raw, helpers = evaluate_run(
+            index, current, rationale, rule, run, reference, opts, reused, timings, meta
+        )
+        floor.judge(attempt, raw)  # within tolerance but far above round-off: suspicious, not passed
+        attempt.system_health = system_health(run.records)
+        attempt.atom_errors = attempt_atom_errors(attempt, run, reused, reference, batch)
+        attempts.append(attempt)
+        _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
+        if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):
+            break
+        if base is not None and rollback_if_worse(attempt, base[0]):
+            fix_context = base[1]  # the next mutation starts from the better attempt's spec and run
+            run = fix_context.run
+        else:
+            fix_context = FixContext(
+                spec=current,
+                verdicts=raw,
+                reference=reference,
+                run=run,
+                helper_diagnostics=helpers,
+                halo_completeness=attempt.halo_completeness.to_dict(),
+                handler_counts=attempt.handler_counts,
+                world_size=world_size,
+                atol=atol,
+                rtol=rtol,
+                rank_disagreements=attempt.rank_disagreements,
+                batch=batch,
+            )
+            base = (attempt, fix_context)
+        proposal = propose(fix_context, tried)
+        if proposal is None:
+            break
+        tried.add(proposal.spec.signature())
+        current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
+    best_index = best_attempt_index(attempts)  # None when the deadline passed before the first attempt
+    best = attempts[best_index] if best_index is not None else None
+    meta["timings"] = {"reference": t_reference, **_reference_phases(reference), "total": time.perf_counter() - t_start}
+    report = TraceReport(
+        ok=best is not None and best.passed and not best.degenerate,
+        spec=best.spec if best is not None else current,
+        attempts=attempts,
+        next_action="",
+        meta=meta,
+        deadline=stopped,
+        best_index=best_index,
+    )
+    report.receptive_field, report.roundoff = receptive, floor.record()
+    report.sample_warnings = sample_warnings(batch, reference, current.output_kinds, atol)
+    report.next_action = next_action(report)
+    _emit(progress, "finished", ok=report.ok)
+    return report

@@ -1,0 +1,184 @@
+"""What a validation settles before any process starts: the options checked, the factory and sample
+read, devices and backend resolved, the rank count checked against the sample, the prior spec
+parsed, the watched helper packages that exist, and the report's `meta` as far as it is known.
+
+Every error here is raised before a reference run or a rank is started (`OptionError`, `SpecError`,
+the rank-count errors), so a bad call costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..batch import Batch, as_batch
+from ..option_check import OptionError, Tolerance, check_options, unknown_tolerance_keys, with_default
+from ..options import option
+from ..rank_limits import check_world_size
+from ..runtime.factory import FactoryRef, resolve_factory
+from ..runtime.group import GroupSession
+from ..runtime.launch import resolve_backend, resolve_devices
+from ..spec import MLIPSpec
+
+__all__ = ["DEFAULT_WATCHED_HELPERS", "RunSetup", "check_tolerance_names", "settle_run"]
+
+DEFAULT_WATCHED_HELPERS: tuple[str, ...] = tuple(option("watched_helper_packages").default)
+
+
+@dataclass
+class RunSetup:
+    """A validation's settled inputs: `requested` the watched packages asked for, `watched` those that
+    exist (only they travel to the ranks), `opts` what the comparison reads, `meta` the report's
+    `meta` so far, `t_start` when the validation began (`time.perf_counter`)."""
+
+    ref: FactoryRef
+    batch: Batch
+    world_size: int
+    devices: list[str]
+    backend: str
+    atol: Tolerance
+    rtol: Tolerance
+    requested: list[str]
+    watched: list[str]
+    opts: dict[str, Any]
+    meta: dict[str, Any]
+    t_start: float
+
+
+def settle_run(
+    model_factory: Callable[..., Any] | str,
+    sample_batch: Any,
+    *,
+    world_size: int,
+    device: str | Sequence[str],
+    atol: Tolerance,
+    rtol: Tolerance,
+    auto_fix: bool,
+    max_fix_attempts: int,
+    backend: str,
+    timeout_sec: float,
+    deadline_sec: float | None,
+    watched_helper_packages: Sequence[str] | None,
+    helper_sample_every: int,
+    layer_diagnostic: bool,
+    allow_oversubscribe: bool,
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
+    session: GroupSession | None,
+) -> RunSetup:
+    """Check every option (one `OptionError` naming the first bad one), read the factory and the sample,
+    resolve devices and backend (a launched job's `session` gives its own), check the rank count and
+    parse the prior `spec`; nothing is started."""
+    t_start = time.perf_counter()
+    check_options(
+        {
+            "world_size": world_size,
+            "atol": atol,
+            "rtol": rtol,
+            "auto_fix": auto_fix,
+            "max_fix_attempts": max_fix_attempts,
+            "backend": backend,
+            "timeout_sec": timeout_sec,
+            "deadline_sec": deadline_sec,
+            "watched_helper_packages": _as_list(watched_helper_packages),
+            "helper_sample_every": helper_sample_every,
+            "layer_diagnostic": layer_diagnostic,
+            "allow_oversubscribe": allow_oversubscribe,
+        }
+    )
+    atol, rtol = with_default(atol, option("atol").default), with_default(rtol, option("rtol").default)
+    ref: FactoryRef = resolve_factory(model_factory)
+    batch: Batch = as_batch(sample_batch)
+    if session is not None:
+        world_size, devices, resolved_backend = session.world_size, list(session.devices), session.backend
+    else:
+        devices = list(resolve_devices(device, world_size))
+        resolved_backend = resolve_backend(backend, devices)
+    system_atoms = [int(n) for n in torch.bincount(batch.batch, minlength=batch.num_systems).tolist()]
+    check_world_size(
+        world_size,
+        system_atoms,
+        on_cpu=session is None and all(d == "cpu" for d in devices),  # a launcher's ranks exist already
+        allow_oversubscribe=allow_oversubscribe,
+    )
+    if spec is not None:
+        MLIPSpec.coerce(spec)  # a broken prior is a setup error, raised before anything starts
+    requested = list(DEFAULT_WATCHED_HELPERS if watched_helper_packages is None else watched_helper_packages)
+    # Only packages that exist travel to the ranks: a failed import in every rank costs more than the trace.
+    watched = [p for p in requested if _findable(p)]
+    meta: dict[str, Any] = {
+        "world_size": world_size,
+        "device": devices[0] if len(set(devices)) == 1 else devices,
+        "devices": devices,
+        "backend": resolved_backend,
+        "atol": atol,
+        "rtol": rtol,
+        "auto_fix": auto_fix,
+        "max_fix_attempts": max_fix_attempts,
+        "timeout_sec": timeout_sec,
+        "deadline_sec": deadline_sec,
+        "watched_helper_packages": watched,
+        "helper_sample_every": helper_sample_every,
+        "layer_diagnostic": layer_diagnostic,
+        "factory": ref.describe(),
+        "num_atoms": batch.num_atoms,
+        "num_systems": batch.num_systems,
+        "versions": {"distcheck": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        "harness": "cpu" if devices[0] == "cpu" else "gpu",
+        "launcher": "local" if session is None else "torchrun",
+    }
+    if session is not None:
+        meta["hosts"] = session.hosts
+        meta["placement"] = session.placement
+    return RunSetup(
+        ref=ref,
+        batch=batch,
+        world_size=world_size,
+        devices=devices,
+        backend=resolved_backend,
+        atol=atol,
+        rtol=rtol,
+        requested=requested,
+        watched=watched,
+        opts={"atol": atol, "rtol": rtol, "layer_diagnostic": layer_diagnostic},
+        meta=meta,
+        t_start=t_start,
+    )
+
+
+def _as_list(packages: Sequence[str] | None) -> Any:
+    """The watched packages as `check_option` takes them: a list, or a bare string / other value as given
+    (so that it is refused, not iterated)."""
+    if packages is None or isinstance(packages, str) or not isinstance(packages, (list, tuple)):
+        return packages
+    return list(packages)
+
+
+def check_tolerance_names(atol: Tolerance, rtol: Tolerance, kinds: Mapping[str, str]) -> None:
+    """Refuse a per-output tolerance that names no output of the model (nor an output kind): a misspelt
+    output would otherwise be compared under the default without a word."""
+    for name, tol in (("atol", atol), ("rtol", rtol)):
+        unknown = unknown_tolerance_keys(tol, kinds)
+        if unknown:
+            outputs = ", ".join(kinds) or "none"
+            raise OptionError(
+                name,
+                tol,
+                f"{name} names {', '.join(map(repr, unknown))}, which is neither an output of the model (its outputs: "
+                f"{outputs}) nor an output kind (per_node, per_graph, global)",
+                f"spell the output as the model returns it (or use an output kind, or default) in {name}",
+            )
+
+
+def _findable(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
