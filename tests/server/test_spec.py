@@ -473,7 +473,7 @@ BAD_CASES: list[tuple[str, Any, str, str]] = [
         "enum-scatter-mode",
         with_change("distribution/policy/scatter_mode", "halo"),
         "distribution.policy.scatter_mode",
-        'expected one of "halo_correction", "local", got "halo"; set it to one of those',
+        'expected one of "halo_correction", "local", "owned_complete", got "halo"; set it to one of those',
     ),
     (
         "enum-gather-mode",

@@ -1,10 +1,19 @@
-"""Per-edge → per-atom handler (`halo_scatter_correction[<op>]`, scatter mode `halo_correction`).
+"""Per-edge → per-atom handlers: `halo_scatter_correction[<op>]` (scatter mode `halo_correction`) and
+`halo_refresh[<op>]` (scatter mode `owned_complete`).
 
 Under `halo_correction` every directed edge exists on exactly one rank, so an atom's aggregate over
 its edges is spread over the ranks holding it: each copy holds a partial. Sums are completed by adding
 the halo partials into their owners and refreshing the halo rows (`halo_reverse`, `halo_forward`);
 means, maxima and minima by combining every copy's partial sum, count or extreme over ranks
 (`combine_copies`), which also leaves every copy, halo rows included, with the atom's value.
+
+Under `owned_complete` the wrapper builds its own graph over every local row and the halo is one
+cutoff deep, so an owned atom's aggregate is already complete while a halo atom's misses the
+neighbours beyond the halo. The aggregation runs as written (any reduce) and the halo rows are then
+overwritten by their owners' values (`halo_forward`): nothing is summed across ranks, and in the
+backward the gradient reaching a halo row is summed on its owner (the incomplete halo aggregate gets
+none). Per-atom state that changes outside such an aggregation is never refreshed: that is the
+policy's assumption, and a model that breaks it gives wrong numbers near the domain boundaries.
 """
 
 from __future__ import annotations
@@ -17,12 +26,16 @@ from .context import RankContext
 from .exchange import all_reduce_max, all_reduce_min, all_reduce_sum, halo_forward, halo_reverse
 from .scatter_ops import Scatter
 
-__all__ = ["combine_copies", "edge_to_atom", "is_edge_to_atom"]
+__all__ = ["REFRESH_MODES", "combine_copies", "edge_to_atom", "is_edge_to_atom", "refresh_owned"]
+
+REFRESH_MODES = ("halo_correction", "owned_complete")
+"""The scatter modes whose per-edge → per-atom aggregations the handlers complete on every rank."""
 
 
 def is_edge_to_atom(ctx: RankContext, sc: Scatter) -> bool:
-    """Whether `sc` aggregates per-edge values into this rank's per-atom rows under `halo_correction`."""
-    if ctx.scatter_mode != "halo_correction" or not ctx.distributed:
+    """Whether `sc` aggregates per-edge values into this rank's per-atom rows under a scatter mode that
+    completes them (`halo_correction`, `owned_complete`)."""
+    if ctx.scatter_mode not in REFRESH_MODES or not ctx.distributed:
         return False
     n = ctx.num_local
     return int(sc.target.shape[0]) == n and int(sc.rows_index.shape[0]) != n and n != ctx.num_systems
@@ -40,8 +53,21 @@ def combine_copies(ctx: RankContext, x: torch.Tensor, op: str) -> torch.Tensor:
     return (all_reduce_max(buf, ctx) if op == "max" else all_reduce_min(buf, ctx))[ids]
 
 
+def refresh_owned(ctx: RankContext, sc: Scatter) -> torch.Tensor:
+    """`owned_complete`: `sc` computed on this rank's rows (complete for owned atoms), then every halo
+    row overwritten by its owner's value (differentiable; see the module docstring)."""
+    ctx.count(f"halo_refresh[{sc.name}]")
+    ctx.count("halo_read")
+    # on a copy: an in-place form later writes the result into the target, which autograd may have saved
+    local = sc.target.clone().scatter_reduce(0, sc.index, sc.src, sc.reduce, include_self=sc.include_self)
+    return halo_forward(local, ctx)
+
+
 def edge_to_atom(ctx: RankContext, sc: Scatter) -> torch.Tensor | None:
-    """The single-process result of the per-edge → per-atom `sc`, or None for `prod`."""
+    """The single-process result of the per-edge → per-atom `sc`, or None for `prod` under
+    `halo_correction` (a product of partials has no exchange here)."""
+    if ctx.scatter_mode == "owned_complete":
+        return refresh_owned(ctx, sc)
     ctx.count(f"halo_scatter_correction[{sc.name}]")
     target, index, src = sc.target, sc.index, sc.src
     zero = torch.zeros_like(target)

@@ -18,7 +18,9 @@ class LocalBatch(Batch):
     Per system the rows are `[owned | halo]`, so `batch` stays sorted. Cells, pbc, charges and
     `num_systems` are those of the whole batch. `neighbor_list` is halo-aware: under scatter mode
     `halo_correction` it returns only edges whose centre (`edge_index[0]`) is owned, so every
-    directed edge exists on exactly one rank; under `local` it returns every edge among local rows.
+    directed edge exists on exactly one rank; under `local` and `owned_complete` it returns every edge
+    among local rows (under `owned_complete` the halo rows' aggregates are then overwritten by their
+    owners').
     """
 
     global_ids: torch.Tensor

@@ -39,7 +39,8 @@ class WrapperError(TypeError):
 def resolve_halo_width(spec: MLIPSpec, wrapper: Any) -> float:
     """Halo depth in Å: the policy's explicit `halo_width`, else derived from the wrapper.
 
-    `local`: `num_interactions × cutoff + skin`; `halo_correction`: `cutoff + skin`; replicated: ∞.
+    `local`: `num_interactions × cutoff + skin`; `halo_correction` and `owned_complete`: `cutoff + skin`
+    (one cutoff: per-layer exchanges keep the halo rows current); replicated: ∞.
     """
     policy = spec.distribution.policy
     if policy.kind == "replicated":
