@@ -10,7 +10,10 @@ name (`from pkg.ops import mol_sum`). A dotted `attr_name` names an attribute fu
 `"sub.func"` (a function of a submodule) is patched the same way; `"Class.method"` (a plain,
 static or class method, e.g. a submodule class's `forward`, reached through `__call__`) is patched on
 the class, so every instance's calls go through it; `atom_arg` then counts the arguments after
-`self`/`cls`. Everything is restored on exit, even when the forward raises.
+`self`/`cls`. `kind: "method"` is that last form declared as such: its attr_name must reach a method
+of a class (anything else is refused, naming what to write), and it goes through the reduction
+adapter, or through its `replacement` when one is given. Everything is restored on exit, even when the
+forward raises.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def _python_adapter(
     original: Callable[..., Any], entry: HelperAdapter, ctx: RankContext, skip: int = 0
 ) -> Callable[..., Any]:
     if not entry.replacement:
-        raise AdapterError(f"{entry.qualname}: kind 'python' needs a replacement 'module:function'")
+        raise AdapterError(f"{entry.qualname}: kind {entry.kind!r} needs a replacement 'module:function'")
     try:
         replacement = load_object(entry.replacement)
     except FactoryError as exc:
@@ -160,7 +163,7 @@ def _patch_method(cls: type, attr: str, entry: HelperAdapter, ctx: RankContext) 
     raw = next((k.__dict__[attr] for k in cls.__mro__ if attr in k.__dict__), None)
     if raw is None:
         raise AdapterError(f"third_party_helpers: {cls.__qualname__}.{attr} is not a class attribute; check attr_name")
-    build = reduction_adapter if entry.kind == "reduction" else _python_adapter
+    build = _python_adapter if entry.swaps else reduction_adapter
     wrap: Callable[[Any], Any] | None
     if isinstance(raw, staticmethod):
         func, skip, wrap = raw.__func__, 0, staticmethod
@@ -189,6 +192,12 @@ def install_adapters(entries: Sequence[HelperAdapter], ctx: RankContext) -> Iter
     try:
         for entry in entries:
             owner, attr = _resolve(entry)
+            if entry.kind == "method" and not isinstance(owner, type):
+                raise AdapterError(
+                    f"third_party_helpers: {entry.qualname} is an attribute of module {owner.__name__}, not a "
+                    'method of a class; name the class in attr_name ("Class.method"), or use "kind": '
+                    '"reduction" (or "python") for a module-level function'
+                )
             if isinstance(owner, type):
                 done = _patch_method(owner, attr, entry, ctx)
                 if done is not None:
@@ -198,7 +207,7 @@ def install_adapters(entries: Sequence[HelperAdapter], ctx: RankContext) -> Iter
             original = getattr(owner, attr)
             if getattr(original, "__distcheck_adapted__", False):
                 continue
-            build = reduction_adapter if entry.kind == "reduction" else _python_adapter
+            build = _python_adapter if entry.swaps else reduction_adapter
             adapted = build(original, entry, ctx)
             holders = _holders(original) if callable(original) else []
             if not any(m is owner and a == attr for m, a in holders):

@@ -2,19 +2,21 @@
 
 Each check takes the object as written (`raw`), its fields as read (`values`, the ones that were
 valid), its path and the sink, and adds an error for a contradiction: a `python` helper without a
-replacement or with atom fields, a `reduction` helper with a replacement, an owned-only output that is
-not `per_node` or is also all-reduced.
+replacement or with atom fields, a `reduction` helper with a replacement, a `method` helper whose
+attr_name is not `"Class.method"` or that has both a replacement and atom fields, an owned-only output
+that is not `per_node` or is also all-reduced.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import Sink, format_path, show
 from .jsontext import PathPart
 from .model import MLIPSpec
-from .parts import HelperAdapter
+from .parts import METHOD_ATTR_PATTERN, HelperAdapter
 
 __all__ = ["CHECKS", "Check", "check_helper", "check_spec"]
 
@@ -22,9 +24,12 @@ __all__ = ["CHECKS", "Check", "check_helper", "check_spec"]
 def check_helper(
     raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink
 ) -> None:
-    """A helper's kind against its replacement and atom fields (`raw`: as written, `values`: as read)."""
+    """A helper's kind against its replacement, atom fields and attr_name (`raw`: as written, `values`: as
+    read)."""
     kind = values.get("kind")
-    if kind == "python":
+    if kind == "method":
+        _check_method(raw, values, parts, sink)
+    elif kind == "python":
         if raw.get("replacement") is None:
             sink.add(
                 (*parts, "replacement"),
@@ -45,6 +50,27 @@ def check_helper(
                 'a "reduction" helper uses the generic adapter and takes no replacement; remove '
                 '"replacement" or set "kind": "python"',
             )
+
+
+def _check_method(
+    raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink
+) -> None:
+    attr = values.get("attr_name")
+    if isinstance(attr, str) and not re.fullmatch(METHOD_ATTR_PATTERN, attr):
+        sink.add(
+            (*parts, "attr_name"),
+            f'a "method" helper names a class and one of its methods; write "attr_name": "<Class>.{attr}" '
+            f"with the class of {values.get('module_path') or 'module_path'} that defines {attr}, or use "
+            '"kind": "reduction" (or "python") for a module-level function',
+        )
+    if raw.get("replacement") is not None:
+        for key in ("atom_arg", "atom_dim"):
+            if key in raw:
+                sink.add(
+                    (*parts, key),
+                    f'{key} applies only to a "method" helper without a replacement (the reduction adapter); '
+                    'remove it, or remove "replacement"',
+                )
 
 
 def check_spec(

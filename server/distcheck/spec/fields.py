@@ -53,11 +53,11 @@ SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema dialect `json_schema()` produces."""
 
 POLICY_KINDS: tuple[str, ...] = ("halo", "replicated")
-SCATTER_MODES: tuple[str, ...] = ("halo_correction", "local", "owned_complete")
+SCATTER_MODES: tuple[str, ...] = ("halo_correction", "local")
 TORCHSCRIPT_MODES: tuple[str, ...] = ("scripted", "eager")
 GATHER_MODES: tuple[str, ...] = ("halo_read",)
 OUTPUT_KINDS: tuple[str, ...] = ("per_node", "per_graph", "global")
-HELPER_KINDS: tuple[str, ...] = ("python", "reduction")
+HELPER_KINDS: tuple[str, ...] = ("python", "reduction", "method")
 ARG_TRANSFORMS: tuple[str, ...] = ("gather_inputs", "slice_owned", "none")
 OUTPUT_TRANSFORMS: tuple[str, ...] = ("scatter_outputs", "all_reduce_sum", "none")
 

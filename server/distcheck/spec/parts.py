@@ -27,9 +27,13 @@ from .fields import (
     meta,
 )
 
-__all__ = ["CustomOp", "Distribution", "HelperAdapter", "Policy"]
+__all__ = ["METHOD_ATTR_PATTERN", "CustomOp", "Distribution", "HelperAdapter", "Policy"]
 
 _P = TypeVar("_P", bound="_Part")
+
+METHOD_ATTR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
+"""The `attr_name` of a `method` helper: a class and its method, `"Class.method"` (a nested class, or a
+class of a submodule, adds parts before them)."""
 
 
 class _Part:
@@ -72,10 +76,7 @@ class Policy(_Part):
         metadata=meta(
             "Scatter mode",
             "halo_correction: halo one cutoff deep, halo rows refreshed from their owners after each "
-            "per-atom aggregation; local: no per-layer exchange, the halo must cover the receptive field; "
-            "owned_complete: for models that build their own graph, halo one cutoff deep, owned atoms see "
-            "complete neighbourhoods and halo rows are overwritten by their owners' values after each "
-            "per-atom aggregation (no halo partials summed).",
+            "per-atom aggregation; local: no per-layer exchange, the halo must cover the receptive field.",
             enum=SCATTER_MODES,
         ),
     )
@@ -164,9 +165,13 @@ class HelperAdapter(_Part):
     `kind="python"` swaps `module_path.attr_name` for `replacement`, given as
     `"package.module:function"`. `kind="reduction"` uses the generic per-system reduction adapter:
     zero the halo rows of argument `atom_arg` along dimension `atom_dim`, call the original, all-reduce
-    the result; it takes no replacement. A `reduction` entry is written with kind, module_path,
-    attr_name, atom_arg, atom_dim; a `python` entry with kind, module_path, attr_name, replacement
-    (and atom_arg / atom_dim only if they were changed from 0, which validation then rejects).
+    the result; it takes no replacement. `kind="method"` patches a method of a class (`attr_name` is
+    `"Class.method"`, `METHOD_ATTR_PATTERN`) so that every instance's call goes through the reduction
+    adapter (`atom_arg` counted after `self`/`cls`), or through `replacement` when one is given.
+    A `reduction` entry (and a `method` one without replacement) is written with kind, module_path,
+    attr_name, atom_arg, atom_dim; a `python` entry (and a `method` one with a replacement) with kind,
+    module_path, attr_name, replacement (and atom_arg / atom_dim only if they were changed from 0,
+    which validation then rejects).
     """
 
     _schema_title: ClassVar[str] = "Third-party helper"
@@ -175,7 +180,8 @@ class HelperAdapter(_Part):
     kind: str = field(
         metadata=meta(
             "Adapter kind",
-            'python: swap in "replacement"; reduction: the generic per-system reduction adapter.',
+            'python: swap in "replacement"; reduction: the generic per-system reduction adapter; method: '
+            '"Class.method" patched on its class, through the reduction adapter or "replacement" when given.',
             enum=HELPER_KINDS,
             example='"reduction"',
         )
@@ -229,6 +235,12 @@ class HelperAdapter(_Part):
         """`"module_path.attr_name"`, the name the dispatch trace and the diagnostics use."""
         return f"{self.module_path}.{self.attr_name}"
 
+    @property
+    def swaps(self) -> bool:
+        """True when the helper is swapped for `replacement` (kind `python`, or `method` with one);
+        False when it goes through the generic reduction adapter."""
+        return self.kind == "python" or (self.kind == "method" and self.replacement is not None)
+
     def to_dict(self) -> dict[str, Any]:
         """The entry as a JSON object with the keys its kind uses (see the class docstring)."""
         out: dict[str, Any] = {
@@ -236,7 +248,7 @@ class HelperAdapter(_Part):
             "module_path": self.module_path,
             "attr_name": self.attr_name,
         }
-        if self.kind == "python":
+        if self.swaps:
             out["replacement"] = self.replacement
             if self.atom_arg != 0:
                 out["atom_arg"] = self.atom_arg

@@ -18,7 +18,7 @@ import orjson
 
 from .fields import SCHEMA_URI, SPEC_FORMAT, SPEC_VERSION, field_default, field_types, non_null, union_args
 from .model import MLIPSpec
-from .parts import HelperAdapter
+from .parts import METHOD_ATTR_PATTERN, HelperAdapter
 
 __all__ = ["json_schema", "schema_text", "write_schema"]
 
@@ -122,6 +122,17 @@ def _object_schema(cls: type, extra_properties: Mapping[str, Any] | None = None)
             {
                 "if": {"properties": {"kind": {"const": "reduction"}}, "required": ["kind"]},
                 "then": {"properties": {"replacement": {"type": "null"}}},
+            },
+            {
+                "if": {"properties": {"kind": {"const": "method"}}, "required": ["kind"]},
+                "then": {"properties": {"attr_name": {"pattern": METHOD_ATTR_PATTERN}}},
+            },
+            {
+                "if": {
+                    "properties": {"kind": {"const": "method"}, "replacement": {"type": "string"}},
+                    "required": ["kind", "replacement"],
+                },
+                "then": {"not": {"anyOf": [{"required": ["atom_arg"]}, {"required": ["atom_dim"]}]}},
             },
         ]
     return schema

@@ -5,7 +5,8 @@ system), `count` (an integer per system), `gather` (per-system input → per-ato
 (per-edge → per-atom), `elementwise` (per-atom → per-atom) and `other`. Per-system reductions
 are checked on every sampled call: a rank's result equal to the reference is fine; results that add
 up to the reference only once halo rows are excluded mean the helper sums behind the runtime's back
-and needs the generic `reduction` adapter.
+and needs the generic `reduction` adapter — of kind `method` (`"Class.method"`, its atom argument
+counted after `self`/`cls`) when the trace recorded a method of a class.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def diagnose_helpers(
     out = []
     ref_calls: Mapping[str, Any] = reference.get("calls", {})
     for qualname, rec in ref_calls.items():
-        module, _, function = qualname.rpartition(".")
+        module, function = _split(qualname, rec)
         rank_recs = [(r or {}).get("calls", {}).get(qualname) for r in ranks]
         samples = rec.get("samples", [])
         pattern, confidence = _classify(samples, n_atoms, n_systems)
@@ -146,7 +147,7 @@ def diagnose_helpers(
         # (or, unchecked, from the pattern alone); otherwise it would hide or double a real divergence.
         if partials_add_up or (pattern == "per_system_reduction" and not wrapped and passed is None):
             remedy = {
-                "kind": "reduction",
+                "kind": "method" if rec.get("method") else "reduction",
                 "module_path": module,
                 "attr_name": function,
                 "atom_arg": int(atom_arg or 0),
@@ -172,6 +173,16 @@ def diagnose_helpers(
             }
         )
     return out
+
+
+def _split(qualname: str, rec: Mapping[str, Any]) -> tuple[str, str]:
+    """(module, attribute in it) of a traced helper: as the trace recorded them (a method is
+    `"Class.method"` in its module), else the qualname's last dot."""
+    module, attr = rec.get("module"), rec.get("attr")
+    if isinstance(module, str) and isinstance(attr, str) and f"{module}.{attr}" == qualname:
+        return module, attr
+    head, _, tail = qualname.rpartition(".")
+    return head, tail
 
 
 def _gap(qualname: str, kinds: set[str]) -> str:

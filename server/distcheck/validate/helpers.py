@@ -1,7 +1,11 @@
-"""Helper trace: record calls to public functions of watched third-party packages.
+"""Helper trace: record calls to public functions and methods of watched third-party packages.
 
 Every public function of a watched module is wrapped (in its home module and in every module that
-imported it by name) for the duration of a run. The first call and every `sample_every`-th call
+imported it by name) for the duration of a run, and so is every public method (plain, static, class)
+of every public class it defines, on that class: one it inherits from a class of a watched module
+too, set on the subclass and removed again, so a call is recorded under the class it was made through
+(`module.Class.method`; the record says `method: True`, and its argument positions count after
+`self`/`cls`). The first call and every `sample_every`-th call
 after it are recorded with the shapes of their arguments and a summary of their result; on ranks
 the result of the same call with halo rows of the atom argument zeroed is recorded too, so the
 parent can tell a per-system reduction that needs an adapter from one that is already global.
@@ -87,8 +91,14 @@ class HelperTracer:
         masked = torch.where(mask.reshape(shape), x, torch.zeros_like(x))
         return tuple(masked if k == i else a for k, a in enumerate(args))
 
-    def _wrap(self, qualname: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        record = self.calls.setdefault(qualname, {"n_calls": 0, "samples": [], "source": _source(fn)})
+    def _wrap(self, module: str, attr: str, fn: Callable[..., Any], skip: int = -1) -> Callable[..., Any]:
+        """`fn` recorded as `module.attr`; `skip` >= 0 for a method (the leading `self`/`cls` arguments,
+        left out of the recorded positions), -1 for a module-level function."""
+        method, skip = skip >= 0, max(skip, 0)
+        record = self.calls.setdefault(
+            f"{module}.{attr}",
+            {"n_calls": 0, "samples": [], "source": _source(fn), "module": module, "attr": attr, "method": method},
+        )
 
         @functools.wraps(fn)
         def traced(*args: Any, **kwargs: Any) -> Any:
@@ -96,6 +106,7 @@ class HelperTracer:
             record["n_calls"] = k + 1
             out = fn(*args, **kwargs)
             if k == 0 or k % self.sample_every == 0:
+                head, args = args[:skip], args[skip:]
                 atom = self._atom_arg(args)
                 sample: dict[str, Any] = {
                     "call": k,
@@ -108,7 +119,7 @@ class HelperTracer:
                 }
                 if atom is not None and self.owned_mask is not None:
                     with torch.no_grad():
-                        sample["out_owned"] = _summary(fn(*self._masked(args, atom), **kwargs))
+                        sample["out_owned"] = _summary(fn(*head, *self._masked(args, atom), **kwargs))
                 record["samples"].append(sample)
             return out
 
@@ -117,10 +128,17 @@ class HelperTracer:
 
     @contextmanager
     def installed(self) -> Iterator[HelperTracer]:
-        """Wrap every public function of the watched modules for the block; always restore."""
+        """Wrap every public function and method of the watched modules for the block; always restore."""
         modules, self.skipped = import_watched(self.packages)
         patched: list[tuple[Any, str, Any]] = []
+        methods: list[tuple[type, str, Any]] = []  # (class, name, what its own __dict__ held, or _ABSENT)
         try:
+            homes = {m.__name__ for m in modules}
+            for module in modules:
+                for cls, name, raw in _public_methods(module, homes):
+                    traced = self._wrap_method(module.__name__, cls, name, raw)
+                    methods.append((cls, name, cls.__dict__.get(name, _ABSENT)))
+                    setattr(cls, name, traced)
             wanted: dict[int, tuple[Any, Callable[..., Any]]] = {}
             for module in modules:
                 for attr, fn in list(vars(module).items()):
@@ -128,7 +146,7 @@ class HelperTracer:
                         continue
                     if getattr(fn, "__module__", None) != module.__name__:
                         continue  # re-exported from elsewhere (e.g. torch functions)
-                    wanted[id(fn)] = (fn, self._wrap(f"{module.__name__}.{attr}", fn))
+                    wanted[id(fn)] = (fn, self._wrap(module.__name__, attr, fn))
             if wanted:
                 # One pass over every loaded module: the helper is replaced wherever it was imported by name.
                 for holder in list(sys.modules.values()):
@@ -144,6 +162,20 @@ class HelperTracer:
         finally:
             for holder, name, fn in reversed(patched):
                 setattr(holder, name, fn)
+            for cls, name, raw in reversed(methods):
+                if raw is _ABSENT:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, raw)
+
+    def _wrap_method(self, module: str, cls: type, name: str, raw: Any) -> Any:
+        """The class attribute that records calls of method `raw` as `module.Class.name`, of its kind."""
+        attr = f"{cls.__qualname__}.{name}"
+        if isinstance(raw, staticmethod):
+            return staticmethod(self._wrap(module, attr, raw.__func__, skip=0))
+        if isinstance(raw, classmethod):
+            return classmethod(self._wrap(module, attr, raw.__func__, skip=1))
+        return self._wrap(module, attr, raw, skip=1)
 
     def collect(self) -> dict[str, Any]:
         """Recorded calls per `module.function` (only functions that were called) and skipped packages."""
@@ -151,6 +183,29 @@ class HelperTracer:
             "calls": {q: rec for q, rec in self.calls.items() if rec["n_calls"] > 0},
             "skipped": list(self.skipped),
         }
+
+
+_ABSENT = object()
+"""Marks a traced method that the class inherited (removed again rather than restored)."""
+
+
+def _public_methods(module: Any, homes: set[str]) -> Iterator[tuple[type, str, Any]]:
+    """(class, method name, raw class attribute) of every public method of every public class `module`
+    defines, looked up along the class's MRO through the classes of modules in `homes` only (a torch
+    `nn.Module`'s own methods are not a package's helpers)."""
+    for cname, cls in list(vars(module).items()):
+        if cname.startswith("_") or not inspect.isclass(cls) or cls.__module__ != module.__name__:
+            continue
+        seen: set[str] = set()
+        for klass in cls.__mro__:
+            home = klass.__module__ in homes
+            for name, raw in list(vars(klass).items()):
+                if name in seen:
+                    continue  # overridden nearer the class: the attribute a call finds is that one
+                seen.add(name)
+                if home and not name.startswith("_"):
+                    if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw):
+                        yield cls, name, raw
 
 
 def _source(fn: Callable[..., Any]) -> dict[str, Any] | None:
