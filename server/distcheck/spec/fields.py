@@ -53,7 +53,7 @@ SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema dialect `json_schema()` produces."""
 
 POLICY_KINDS: tuple[str, ...] = ("halo", "replicated")
-SCATTER_MODES: tuple[str, ...] = ("halo_correction", "local")
+SCATTER_MODES: tuple[str, ...] = ("halo_correction", "local", "owned_complete")
 TORCHSCRIPT_MODES: tuple[str, ...] = ("scripted", "eager")
 GATHER_MODES: tuple[str, ...] = ("halo_read",)
 OUTPUT_KINDS: tuple[str, ...] = ("per_node", "per_graph", "global")
