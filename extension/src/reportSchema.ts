@@ -129,6 +129,22 @@ export interface HelperDiagnosisJson {
   divergence_notes: string[];
 }
 
+/** The tensors one undeclared kernel received (`args`) and returned (`outputs`) on a rank, and the `distribution.custom_ops` entry inferred from them: `entry` is a ready `CustomOp.to_dict()` object (None when no transform fits, `no_entry` then says why and what to do instead). */
+export interface KernelCallJson {
+  args: KernelTensorJson[];
+  outputs: KernelTensorJson[];
+  entry?: Record<string, unknown> | null;
+  no_entry?: string | null;
+}
+
+/** One tensor argument or output of a kernel call on a rank: `position` is the argument's position (`"0"`, `"1"`, ... as `custom_ops` transforms name it; a keyword argument by its name) or the output's, `role` one of `KERNEL_ROLES`, `shape` and `dtype` as that rank saw them. */
+export interface KernelTensorJson {
+  position: string;
+  role: "per_atom" | "per_edge" | "per_system" | "replicated";
+  shape: number[];
+  dtype: string;
+}
+
 /** `Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent` module (None: none diverged), how many module calls were `checked`, and the largest relative difference among them (`max_rel_diff`). */
 export interface LayerDivergenceJson {
   first_divergent?: DivergentLayerJson | null;
@@ -324,6 +340,7 @@ export interface UnroutedOpJson {
   call_file?: string | null;
   call_line?: number | null;
   ranks?: number[];
+  kernel?: KernelCallJson | null;
   /** Derived: written for readers in other languages, ignored when read. */
   location?: string;
 }

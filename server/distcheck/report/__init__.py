@@ -40,6 +40,7 @@ from .document import (
     best_attempt_index,
     report_state,
 )
+from .kernels import KERNEL_ROLES, KernelCall, KernelTensor
 from .model import (
     UNROUTED_AGGREGATIONS,
     UNROUTED_ORIGINS,
@@ -73,6 +74,7 @@ from .render import render_text, tolerance_for
 
 __all__ = [
     "DEADLINE_STAGES",
+    "KERNEL_ROLES",
     "RECEPTIVE_STATUSES",
     "REPORT_STATES",
     "REPORT_VERDICTS",
@@ -92,6 +94,8 @@ __all__ = [
     "Frame",
     "HaloCompleteness",
     "HelperDiagnosis",
+    "KernelCall",
+    "KernelTensor",
     "LayerDivergence",
     "OutputProblem",
     "OutputVerdict",

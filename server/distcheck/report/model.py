@@ -18,6 +18,7 @@ from distcheck.spec import MLIPSpec
 from .atoms import AtomErrors
 from .checks import SuspiciousOutput, SystemHealth
 from .codec import Record, wire
+from .kernels import KernelCall
 from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, view
 
 __all__ = [
@@ -124,7 +125,9 @@ class UnroutedOp(Record):
     `ranks` in an attempt). `file`/`line` locate the op itself (the line of a scripted function, read
     from the TorchScript graph's source range, or the Python line), `function` names the function
     holding it; `call_file`/`call_line` are the Python line that called into TorchScript (None when the
-    op is itself at a Python line). Any location may be None when it could not be found.
+    op is itself at a Python line). Any location may be None when it could not be found. `kernel`
+    (origin `"custom_op"`, the kernel named `ns::op` at the user's call line) holds the rows of what
+    it was given and returned and the ready `custom_ops` entry (`kernels.KernelCall`); absent otherwise.
     """
 
     op: str
@@ -137,6 +140,7 @@ class UnroutedOp(Record):
     call_file: str | None = None
     call_line: int | None = None
     ranks: list[int] = dataclasses.field(default_factory=list)
+    kernel: KernelCall | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
     _derived = ("location",)
 

@@ -16,7 +16,9 @@ differentiable ops and collectives and are differentiated correctly. It routes
 What it does not route is named: a scatter-like call in a form no handler covers is recorded as an
 unrouted op (`runtime.unrouted`) at its Python line, and an undeclared `torch.ops` kernel runs with
 the Python-level depth reset, so the `ScatterObserver` (`observer.py`, below autograd) names the
-aggregations inside it — as it names those inside TorchScript, which never reach this mode.
+aggregations inside it — as it names those inside TorchScript, which never reach this mode; the kernel
+itself is named at its call line when its shapes show an aggregation (`kernel_calls`), with the
+`custom_ops` entry that routes it.
 In-place and `out=` forms keep their semantics: the caller's tensor holds the corrected value.
 """
 
@@ -32,6 +34,7 @@ from ..spec import CustomOp
 from . import edge_handlers, reduce_handlers
 from .context import RankContext
 from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
+from .kernel_calls import kernel_call
 from .observer import PythonLevel, ScatterObserver
 from .scatter_ops import ATOM_ROWS_ATTR, SCATTER_FUNCS, AtomRows, Scatter, atom_rows, finish, parse_scatter
 from .unrouted import record_unrouted
@@ -153,7 +156,8 @@ class HandlerMode(TorchFunctionMode):
     # -- what is not routed -----------------------------------------------------------------------
     def _opaque(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """An undeclared `torch.ops` kernel: run it with the Python-level depth reset, so the dispatch
-        observer names the aggregations inside it."""
+        observer names the aggregations inside it, then name the kernel itself at the user's call line
+        when its shapes show it aggregates atoms or edges (`kernel_calls`: roles, the ready entry)."""
         name = _op_name(func) or str(func)
         if name.startswith(("aten::", "prim::")):
             return func(*args, **kwargs)
@@ -161,10 +165,15 @@ class HandlerMode(TorchFunctionMode):
         PythonLevel.depth = 0
         PythonLevel.opaque.append(name)
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
         finally:
             PythonLevel.opaque.pop()
             PythonLevel.depth = saved
+        found = kernel_call(self.ctx, name, args, kwargs, out)
+        if found is not None:
+            self.ctx.count(f"unintercepted[{name}]")
+            record_unrouted(self.ctx, name, found[0], "custom_op", function=name, kernel=found[1])
+        return out
 
     def _tag_atom_rows(self, func: Any, args: Sequence[Any], out: Any) -> None:
         """Tag `e[mask]` (a boolean mask over atom rows) with which of its rows this rank owns, and pass

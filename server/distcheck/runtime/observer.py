@@ -11,7 +11,9 @@ Recognised: scatter-like ops along dim 0 (`index_add`, `scatter_add`, `scatter_r
 `index_reduce`, `scatter` with a reduce, accumulating `index_put`) into a per-system target (from
 atoms or from edges) or, under `halo_correction`, into a per-atom target from a per-edge index;
 `segment_reduce` of per-atom data; `bincount` of a per-atom index; `sum`/`mean` over the atoms; and
-an opaque (non-aten) kernel whose shapes show one of those (`classify_kernel`), named after itself.
+an opaque (non-aten) kernel called from TorchScript or C++ whose shapes show one of those
+(`kernel_calls.kernel_call`), named after itself with its ready `custom_ops` entry (one called from
+Python is named by `HandlerMode`, at the user's line).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .context import RankContext
+from .kernel_calls import kernel_call
 from .unrouted import aten_kind, record_unrouted
 
-__all__ = ["PythonLevel", "ScatterObserver", "classify_aten", "classify_kernel"]
+__all__ = ["PythonLevel", "ScatterObserver", "classify_aten"]
 
 
 class PythonLevel:
@@ -108,31 +111,6 @@ def classify_aten(ctx: RankContext, name: str, a: Mapping[str, Any]) -> str | No
     return None
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, Mapping):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
-def classify_kernel(ctx: RankContext, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> str | None:
-    """What an opaque kernel aggregates, read off its shapes: per-atom rows in and per-system rows out
-    (atoms → systems), or, under `halo_correction`, other rows in and per-atom rows out (edges → atoms)."""
-    n, b = ctx.num_local, ctx.num_systems
-    if n <= b:
-        return None
-    ins = {_rows(t) for t in _tensors((args, kwargs)) if t.is_floating_point()}
-    outs = {_rows(t) for t in _tensors(out) if t.is_floating_point()}
-    if b in outs and n in ins:
-        return "per_atom_to_per_system"
-    if n in outs and n not in ins and ins - {None, b} and ctx.scatter_mode == "halo_correction":
-        return "per_edge_to_per_atom"
-    return None
-
-
 class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
     """Counts and names the aggregations issued outside Python-level calls (TorchScript, `torch.ops`
     kernels, C++): `unintercepted[<aten op>]` in the handler counts, an entry in `ctx.unrouted`.
@@ -154,10 +132,12 @@ class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
             name = func._schema.name
             if not name.startswith(("aten::", "prim::")):  # an opaque kernel: judged by what goes in and out
                 out = func(*args, **kwargs)
-                aggregation = classify_kernel(self.ctx, args, kwargs, out)
-                if aggregation is not None:
+                if PythonLevel.opaque and PythonLevel.opaque[-1] == name:
+                    return out  # called from Python: `HandlerMode` names it at the user's line
+                found = kernel_call(self.ctx, name, args, kwargs, out)
+                if found is not None:
                     self.ctx.count(f"unintercepted[{name}]")
-                    record_unrouted(self.ctx, name, aggregation, "custom_op", function=name)
+                    record_unrouted(self.ctx, name, found[0], "custom_op", function=name, kernel=found[1])
                 return out
             kind = aten_kind(name)
             if kind in _SCATTERS or kind in _TOTALS or kind in ("aten::segment_reduce", "aten::bincount"):

@@ -65,6 +65,7 @@ def record_unrouted(
     aten: str | None = None,
     roots: Sequence[Any] = (),
     function: str | None = None,
+    kernel: dict[str, Any] | None = None,
 ) -> None:
     """Count one unrouted aggregation in `ctx.unrouted`.
 
@@ -72,7 +73,8 @@ def record_unrouted(
     aten op seen below Python) the TorchScript callables called at that frame, else `roots` (the
     wrapper when it is itself scripted), are searched for graph nodes of that op to give its own
     location; found, the origin becomes `"torchscript"`. `function` names the function holding the op
-    when the caller knows it (an undeclared `torch.ops` kernel).
+    when the caller knows it (an undeclared `torch.ops` kernel); `kernel` is such a kernel's call record
+    (`report.KernelCall` fields: roles, shapes, ready entry), kept from its first call at that line.
     """
     user = user_frame(frame if frame is not None else sys._getframe(1))
     file = os.path.abspath(user.f_code.co_filename) if user is not None else None
@@ -87,6 +89,8 @@ def record_unrouted(
         "call_file": None,
         "call_line": None,
     }
+    if kernel is not None:
+        entry["kernel"] = kernel
     if aten is not None:
         sites = _script_sites(user, aten_kind(aten), roots)
         if sites:
