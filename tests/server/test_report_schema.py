@@ -53,6 +53,7 @@ from distcheck.report import (
 )
 from distcheck.report.atoms import AtomErrors, RankInterval, WorstAtom
 from distcheck.report.codec import Record, slots
+from distcheck.report.kernels import KernelCall, KernelTensor
 from distcheck.report.schema import json_schema, schema_text
 from distcheck.report.typescript import typescript_text
 from distcheck.report.values import _enc_free
@@ -165,7 +166,16 @@ def full_report() -> TraceReport:
         helper_diagnostics=[helper], layer_divergence=_layers(), partition_health=partition_health(records),
         halo_completeness=halo_completeness(records, "halo", "local", 5.0, 2), timings={"run": 1.0},
         reused_run=True,
-        unrouted=[UnroutedOp("aten.index_add", "per_atom_to_per_system", "python", 2, "/p/m.py", 9, "f", ranks=[0])],
+        unrouted=[
+            UnroutedOp("aten.index_add", "per_atom_to_per_system", "python", 2, "/p/m.py", 9, "f", ranks=[0]),
+            UnroutedOp(
+                "ns::op", "per_atom_to_per_system", "custom_op", 1, "/p/m.py", 12, "ns::op", ranks=[0],
+                kernel=KernelCall(
+                    [KernelTensor("0", "per_atom", [5], "float64")], [KernelTensor("0", "per_system", [1], "float64")],
+                    {"op": "ns::op", "arg_transforms": {"0": "slice_owned"}, "output_transforms": {}},
+                ),
+            ),
+        ],
         rank_disagreements=[
             RankDisagreement(
                 "energy", "per_graph", [0, 1], [1], 0.5, 0.1, [0], DivergentModule("a", "pkg.A", "a#0", [1], 0.5)
