@@ -17,6 +17,10 @@ line the current directory is (as `python -m` does). The run itself is the job l
 Flags win over the target's entry, which wins over the table's defaults. Every value is checked before
 anything starts (NaN, inf or negative tolerances, a timeout or deadline that is not a finite number > 0,
 fewer than 2 ranks, more ranks than atoms of the sample's smallest system: exit code 2).
+
+`distcheck spec import FILE [-o OUT]` converts an nvalchemi-toolkit version-2 `MLIPSpec` file into a
+distcheck spec (`distcheck.spec.cli.import_command`): exit 0 every field converted, 1 written with some
+fields that have no equivalent (listed on stderr), 2 nothing written.
 """
 
 from __future__ import annotations
@@ -190,6 +194,13 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         pop_python_path(state)
 
 
+def _cmd_spec(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`distcheck spec import FILE [-o OUT]` (the parser requires the subcommand)."""
+    from .spec.cli import import_command
+
+    return import_command(args.file, args.output, out, err)
+
+
 def _options_paragraph() -> str:
     """The validator options as `--help` lists them: name (the pyproject key) and flag, from the record."""
     names = ", ".join(f"{o.name} ({o.flag}{' / ' + o.cli_off if o.cli_off else ''})" for o in OPTIONS)
@@ -271,6 +282,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
             args = parser.parse_args(list(argv) if argv is not None else None)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+        if args.command == "spec":
+            return _cmd_spec(args, out, err)
         if args.command != "validate":
             parser.print_help(err)
             return EXIT_ERROR

@@ -207,4 +207,27 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     o.add_argument("--quiet", "-q", action="store_true", help="no progress; print only the verdict line")
     o.add_argument("--no-color", action="store_true", help="no ANSI colors (also: NO_COLOR set, or not a tty)")
     o.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    _add_spec_commands(sub)
     return parser
+
+
+def _add_spec_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """`distcheck spec import FILE [-o OUT]` (the work is `distcheck.spec.cli.import_command`'s)."""
+    spec = sub.add_parser("spec", help="spec tools: import a spec file of nvalchemi-toolkit")
+    tools = spec.add_subparsers(dest="spec_command", metavar="SPEC_COMMAND", parser_class=_Parser, required=True)
+    i = tools.add_parser(
+        "import",
+        help="convert an nvalchemi-toolkit MLIPSpec JSON file (version 2) into a distcheck spec "
+        "(exit 0 exact, 1 some fields without equivalent, 2 error)",
+        description="Convert an nvalchemi-toolkit version-2 MLIPSpec JSON file (what its MLIPSpec.save writes) into "
+        "a distcheck spec. Each field without an exact distcheck equivalent is listed on stderr with its line and "
+        "what to do. Exit codes: 0 every field converted, 1 the spec was written but some fields have no "
+        "equivalent, 2 the file could not be imported or OUT not written (nothing written).",
+    )
+    i.add_argument("file", metavar="FILE", help="the toolkit's spec JSON file")
+    i.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="write the distcheck spec to OUT (a new file or a distcheck spec it updates) instead of stdout",
+    )

@@ -20,7 +20,10 @@ This module states the package's public API once; one job a module below it:
 - `codec`: JSON text and files → a spec, errors with line and column;
 - `schema`: the JSON Schema; `cli`: `python -m distcheck.spec`;
 - `jsontext`: the project's one JSON-text scanner (offsets of keys and values);
-- `edit`: minimal, formatting-preserving edits of JSON text; `file`: guarded, atomic saves.
+- `edit`: minimal, formatting-preserving edits of JSON text; `file`: guarded, atomic saves;
+- `importer` (with `import_core`, `import_helpers`): nvalchemi-toolkit's version-2 spec files → a spec
+  (`import_anchor_spec`, `anchor_spec_from_text`: an `AnchorImport` with an `ImportNote` per field that
+  has no exact equivalent).
 
 Imports no torch (orjson only), so the editor daemon can import it.
 """
@@ -41,6 +44,7 @@ from .fields import (
     TORCHSCRIPT_MODES,
 )
 from .file import FileState, SpecConflict
+from .importer import AnchorImport, ImportNote, anchor_spec_from_text, import_anchor_spec
 from .jsontext import PathPart
 from .model import MLIPSpec
 from .parts import CustomOp, Distribution, HelperAdapter, Policy
@@ -59,16 +63,20 @@ __all__ = [
     "SPEC_FORMAT",
     "SPEC_VERSION",
     "TORCHSCRIPT_MODES",
+    "AnchorImport",
     "CustomOp",
     "Distribution",
     "FileState",
     "HelperAdapter",
+    "ImportNote",
     "MLIPSpec",
     "PathPart",
     "Policy",
     "SpecConflict",
     "SpecError",
+    "anchor_spec_from_text",
     "format_path",
+    "import_anchor_spec",
     "json_schema",
     "locate_path",
     "validate_dict",
