@@ -19,6 +19,7 @@ from ..runtime.launch import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
 from .halo_bounds import edge_virial_to_halo_correction, widened_halo
+from .owned_complete import halo_correction_to_owned_complete, owned_complete_to_local
 from .unrouted import describe, eager_remedy_applies
 
 __all__ = ["RULES", "FixContext", "Proposal", "Rule", "propose"]
@@ -266,7 +267,10 @@ RULES: tuple[Rule, ...] = (
     Rule("switch_per_node_consolidation", False, _switch_per_node),
     Rule("declare_helper_adapter", True, _declare_helpers),
     Rule("enable_system_reductions", True, _enable_system_reductions),
+    # a self-built graph: the one-cutoff refresh first, local (halo as deep as the field) when it fails
+    Rule("halo_correction_to_owned_complete", True, halo_correction_to_owned_complete, needs_agreeing_ranks=True),
     Rule("halo_correction_to_local", True, _halo_correction_to_local, needs_agreeing_ranks=True),
+    Rule("owned_complete_to_local", True, owned_complete_to_local, needs_agreeing_ranks=True),
     Rule("edge_virial_to_halo_correction", True, _edge_virial, needs_agreeing_ranks=True),
     Rule("widen_halo", True, _widen_halo, needs_agreeing_ranks=True),
 )

@@ -145,7 +145,8 @@ def halo_completeness(
 
     The required width is the largest neighbour-list cutoff the wrapper asked for through
     `batch.neighbor_list` (`records[*].requested_cutoffs`, else `cutoff`): that for `halo_correction`,
-    times `num_interactions` for `local`. A `replicated` policy always matches. Under `halo_correction`,
+    times `num_interactions` for `local`, one cutoff for `owned_complete` (the wrapper's `cutoff` when it
+    builds its own graph). A `replicated` policy always matches. Under `halo_correction`,
     a wrapper that built no neighbour list through `batch.neighbor_list` is reported as halo-unaware
     (`matches` False, `required_width` the width `local` needs). Widths in Å, `None` where unknown or
     infinite.
@@ -176,7 +177,8 @@ def halo_completeness(
             (
                 "The wrapper built no neighbour list through `batch.neighbor_list`, so its backbone builds its "
                 "own (halo-unaware) one and halo_correction double counts the edges that cross ranks. "
-                f"Set `distribution.policy.scatter_mode` to 'local'{need}." + depth_note
+                "Set `distribution.policy.scatter_mode` to 'owned_complete' (a one-cutoff halo refreshed from "
+                f"the owners after each aggregation) or to 'local'{need}." + depth_note
             ),
         )
     if reach is None:
@@ -205,7 +207,14 @@ def halo_completeness(
         interpretation = (
             f"The halo is {shown} Å but {needs}, so owned atoms near a domain boundary miss contributions "
             f"from atoms beyond the halo. Set `distribution.policy.halo_width` >= {_fmt(required)} Å (or null "
-            "to derive it)" + (", or switch `scatter_mode` to 'halo_correction'." if requested else ".") + depth_note
+            "to derive it)"
+            + (
+                ", or switch `scatter_mode` to 'halo_correction'."
+                if requested
+                else ", or switch `scatter_mode` to 'owned_complete' (one cutoff) if every per-atom state the "
+                "layers read comes out of a scatter aggregation."
+            )
+            + depth_note
         )
     else:
         interpretation = (

@@ -5,7 +5,10 @@
   outputs (forces) are summed over copies;
 - per-graph autograd outputs other than the energy (strain stress) are per-rank partials: all-reduced;
 - `scatter_mode`: `halo_correction` when neighbours come from `batch.neighbor_list` (halo-aware),
-  `local` when the wrapper aggregates over edges it found itself (a halo-unaware backbone), and
+  `owned_complete` when the wrapper aggregates over edges it found itself (a backbone that builds its
+  own graph: with a one-cutoff halo its owned atoms see complete neighbourhoods, and the halo rows are
+  refreshed from their owners after each aggregation; auto-fix moves to `local` when the outputs say
+  some per-atom state escapes those aggregations), and
   `local` when it passes messages more than once (`num_interactions` > 1) but none of its
   neighbour aggregations is a scatter the runtime can correct (AIMNet2 sums over a padded
   neighbour matrix), so halo rows could never be refreshed between layers;
@@ -89,10 +92,11 @@ def infer_spec(
         measured = (reference.get("receptive_field") or {}).get("measured_depth")
         depth = max(int(info.get("num_interactions") or 1), int(measured or 0))
         if aggregates and not reference.get("neighbor_cutoffs"):
-            spec.distribution.policy.scatter_mode = "local"
+            spec.distribution.policy.scatter_mode = "owned_complete"
             notes.append(
-                "the wrapper aggregates over edges it did not get from batch.neighbor_list (halo-unaware): "
-                "scatter_mode = local"
+                "the wrapper aggregates over edges it did not get from batch.neighbor_list (it builds its own "
+                "graph): scatter_mode = owned_complete (a one-cutoff halo whose rows are refreshed from their "
+                "owners after each aggregation, instead of local's halo as deep as the receptive field)"
             )
         elif not aggregates and reference.get("neighbor_cutoffs") and depth > 1:
             spec.distribution.policy.scatter_mode = "local"

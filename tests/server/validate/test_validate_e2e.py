@@ -55,10 +55,10 @@ def test_seeded_bug_is_found_and_fixed(module: Any, mutate: Any, rule: str) -> N
     assert again.ok, "the fixed spec must pass again when reused"
 
 
-def test_halo_unaware_backbone_is_switched_to_local() -> None:
+def test_halo_unaware_backbone_is_switched_to_owned_complete() -> None:
     report = validate_on_cpu(unaware_model.model_factory, unaware_model.sample_batch(), spec=unaware_model.WRONG_SPEC)
-    assert [a.rule for a in report.attempts] == [None, "halo_correction_to_local"]
-    assert report.ok and report.spec.distribution.policy.scatter_mode == "local"
+    assert [a.rule for a in report.attempts] == [None, "halo_correction_to_owned_complete"]
+    assert report.ok and report.spec.distribution.policy.scatter_mode == "owned_complete"
     assert "halo-unaware" in report.attempts[1].rationale
 
 
