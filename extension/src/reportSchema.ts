@@ -145,16 +145,25 @@ export interface KernelTensorJson {
   dtype: string;
 }
 
-/** `Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent` module (None: none diverged), how many module calls were `checked`, and the largest relative difference among them (`max_rel_diff`). */
+/** `Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent` module (None: none diverged), how many module calls were `checked`, the largest relative difference among them (`max_rel_diff`) and each compared call's difference in reference call order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart). */
 export interface LayerDivergenceJson {
   first_divergent?: DivergentLayerJson | null;
   checked?: number;
   max_rel_diff?: JsonNumber | null;
+  modules?: ModuleDiffJson[];
   [key: string]: unknown;
 }
 
 /** A distribution spec document (its own schema: extension/schemas/distspec.schema.json). */
 export type MLIPSpecJson = Record<string, unknown>;
+
+/** One compared module call of the layer diagnostic: the `module` name, its call `key` and the relative difference (`rel_diff`) of the ranks' (summed) output from the reference's. */
+export interface ModuleDiffJson {
+  module?: string;
+  key?: string;
+  rel_diff?: JsonNumber | null;
+  [key: string]: unknown;
+}
 
 /** One failing output of the best attempt, as a test runner shows it. */
 export interface OutputFailureJson {

@@ -58,10 +58,12 @@ from .model import (
     merge_unrouted,
 )
 from .parts import (
+    MAX_MODULE_DIFFS,
     DivergentLayer,
     FactoryInfo,
     HaloCompleteness,
     LayerDivergence,
+    ModuleDiff,
     OutputProblem,
     PartitionHealth,
     RankCounts,
@@ -75,6 +77,7 @@ from .render import render_text, tolerance_for
 __all__ = [
     "DEADLINE_STAGES",
     "KERNEL_ROLES",
+    "MAX_MODULE_DIFFS",
     "RECEPTIVE_STATUSES",
     "REPORT_STATES",
     "REPORT_VERDICTS",
@@ -97,6 +100,7 @@ __all__ = [
     "KernelCall",
     "KernelTensor",
     "LayerDivergence",
+    "ModuleDiff",
     "OutputProblem",
     "OutputVerdict",
     "PartitionHealth",

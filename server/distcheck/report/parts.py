@@ -24,6 +24,7 @@ __all__ = [
     "FactoryInfo",
     "HaloCompleteness",
     "LayerDivergence",
+    "ModuleDiff",
     "OutputProblem",
     "PartitionHealth",
     "RankCounts",
@@ -141,14 +142,31 @@ class DivergentLayer(_Open):
 
 
 @dataclass(eq=False)
+class ModuleDiff(_Open):
+    """One compared module call of the layer diagnostic: the `module` name, its call `key` and the
+    relative difference (`rel_diff`) of the ranks' (summed) output from the reference's."""
+
+    module: str = ""
+    key: str = ""
+    rel_diff: float | None = None
+
+
+@dataclass(eq=False)
 class LayerDivergence(_Open):
     """`Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent`
-    module (None: none diverged), how many module calls were `checked`, and the largest relative
-    difference among them (`max_rel_diff`)."""
+    module (None: none diverged), how many module calls were `checked`, the largest relative
+    difference among them (`max_rel_diff`) and each compared call's difference in reference call
+    order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart)."""
 
     first_divergent: DivergentLayer | None = None
     checked: int = 0
     max_rel_diff: float | None = None
+    modules: list[ModuleDiff] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
+
+
+MAX_MODULE_DIFFS = 64
+"""At most this many `LayerDivergence.modules`: the first ones in call order (a deep model calls
+thousands of modules; the chart shows where the difference starts)."""
 
 
 @dataclass(eq=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..report import DivergentLayer, LayerDivergence
+from ..report import MAX_MODULE_DIFFS, DivergentLayer, LayerDivergence, ModuleDiff
 from ..runtime.context import current_context
 
 __all__ = ["LayerRecorder", "compare_layers", "held_modules"]
@@ -136,12 +136,14 @@ def compare_layers(
     reference: Sequence[Mapping[str, Any]], ranks: Sequence[Sequence[Mapping[str, Any]]], rtol: float
 ) -> LayerDivergence:
     """First module (in reference call order) whose rank-summed record differs from the reference
-    (`first_divergent`, None when none does), how many records were compared and the largest relative
-    difference. Records missing on some rank are skipped.
+    (`first_divergent`, None when none does), how many records were compared, the largest relative
+    difference and each compared record's (`modules`, the first `MAX_MODULE_DIFFS`). Records missing
+    on some rank are skipped.
     """
     by_rank = [{r["key"]: r for r in recs} for recs in ranks]
     checked, worst = 0, 0.0
     first: DivergentLayer | None = None
+    modules: list[ModuleDiff] = []
     for ref in reference:
         key = ref["key"]
         found = [m.get(key) for m in by_rank]
@@ -160,9 +162,11 @@ def compare_layers(
         diff = float((total - ref_value).abs().max()) if ref_value.numel() else 0.0
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
         worst = max(worst, rel)
+        if len(modules) < MAX_MODULE_DIFFS:
+            modules.append(ModuleDiff(module=ref["module"], key=key, rel_diff=rel))
         if first is None and rel > rtol:
             first = DivergentLayer(ref["module"], ref["class"], key, rel, _short(total), _short(ref_value))
-    return LayerDivergence(first_divergent=first, checked=checked, max_rel_diff=worst)
+    return LayerDivergence(first_divergent=first, checked=checked, max_rel_diff=worst, modules=modules)
 
 
 def _short(t: torch.Tensor) -> list[float]:
