@@ -34,7 +34,7 @@ def _replacement(c: Conversion, value: Any, parts: Parts, kind: str, module: str
     if value is None:
         c.note(
             (*parts, "replacement"),
-            f'a {kind} helper with "replacement": null only declares the helper (the toolkit wrapper\'s '
+            f"a {kind} helper without a replacement (null) only declares the helper (the toolkit wrapper's "
             "distributed_setup installs the swap itself), and distcheck swaps only what the spec names, so the "
             f'entry is left out; write "replacement": "package.module:function" with the function to call instead, '
             f"or run distcheck validate --watch {package} to have the helper traced and an entry proposed",
@@ -112,7 +112,7 @@ def _method_note(c: Conversion, parts: Parts, module: str, attr: str, replacemen
     if replacement is None:
         c.note(
             (*parts, "replacement"),
-            f'a method helper with "replacement": null only declares {where} (the toolkit wrapper installs the '
+            f"a method helper without a replacement (null) only declares {where} (the toolkit wrapper installs the "
             "wrap itself), and distcheck patches only what the spec names, so the entry is left out; run "
             f"distcheck validate --watch {module.split('.')[0]} to have it traced and an entry proposed",
         )
