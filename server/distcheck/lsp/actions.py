@@ -11,7 +11,8 @@ spec, 2-space indented as `MLIPSpec.to_json` writes it.
 themselves are the data model's (`distcheck.spec.edit`, shared with `MLIPSpec.save`).
 
 `report_fixes(report, spec_path)` lists every spec fix a report holds — each helper adapter the
-helper trace has ready, and the passing auto-fix's changes — as the same `(code, data)` the
+helper trace has ready, each undeclared `torch.ops` kernel's ready `custom_ops` entry
+(`custom_op_fixes`), and the passing auto-fix's changes — as the same `(code, data)` the
 diagnostics carry, so a fix can be offered wherever a diagnostic of that report shows (the spec
 JSON, the factory, a call site) and all of them applied at once (`all_fixes_text`).
 """
@@ -29,6 +30,7 @@ from ..spec import MLIPSpec, SpecError, validate_json
 from ..spec.edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
 from ..spec.jsontext import JsonEditError, find, parse
 from .diagnostics import describe_change
+from .diagnostics_evidence import kernel_entries
 from .text import LineIndex
 
 __all__ = [
@@ -37,13 +39,14 @@ __all__ = [
     "action_title",
     "all_fixes_text",
     "apply_changes",
+    "custom_op_fixes",
     "helper_fixes",
     "new_spec_text",
     "report_fixes",
     "workspace_edit",
 ]
 
-FIXABLE = ("spec-fix", "failing-output", "undeclared-helper", "spec-missing", "save-spec")
+FIXABLE = ("spec-fix", "failing-output", "undeclared-helper", "undeclared-custom-op", "spec-missing", "save-spec")
 """Diagnostic codes (and the `save-spec` source action) that have a quick fix when their data allows."""
 
 
@@ -89,6 +92,36 @@ def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
     return append_item(current, path, dict(remedy))
 
 
+def _custom_op_text(current: str | None, data: Mapping[str, Any]) -> str:
+    """Insert the kernel's entry into `distribution.custom_ops` (replacing an entry of the same op)."""
+    entry = data.get("entry")
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("op"), str):
+        raise ActionError(
+            "distcheck has no ready custom_ops entry for this kernel (see the diagnostic's reason); declare it by "
+            'hand in distribution.custom_ops ({"op": "ns::name", "arg_transforms": {...}, "output_transforms": {...}})'
+        )
+    if current is None:
+        base = data.get("baseSpec")
+        spec: dict[str, Any] = dict(base) if isinstance(base, Mapping) else {"format": "distcheck-spec", "version": 1}
+        distribution = dict(spec.get("distribution") or {})
+        ops = [
+            c
+            for c in distribution.get("custom_ops") or []
+            if not (isinstance(c, Mapping) and c.get("op") == entry["op"])
+        ]
+        distribution["custom_ops"] = [*ops, dict(entry)]
+        spec["distribution"] = distribution
+        return _pretty(spec)
+    path = ["distribution", "custom_ops"]
+    node = find(parse(current), path)
+    if node is not None and node.kind == "array":
+        for index, item in enumerate(node.items):
+            value = json.loads(current[item.start : item.end])
+            if isinstance(value, Mapping) and value.get("op") == entry["op"]:
+                return set_value(current, [*path, index], dict(entry))
+    return append_item(current, path, dict(entry))
+
+
 def _full_spec_text(current: str | None, spec: Any) -> str:
     if not isinstance(spec, Mapping):
         raise ActionError("there is no validated spec to save; run Distcheck: Validate first")
@@ -116,6 +149,8 @@ def new_spec_text(code: str, data: Mapping[str, Any], current: str | None) -> st
             return apply_changes(current, changes)
         if code == "undeclared-helper":
             return _helper_text(current, data)
+        if code == "undeclared-custom-op":
+            return _custom_op_text(current, data)
         if code in ("spec-missing", "save-spec"):
             return _full_spec_text(current, data.get("spec"))
     except JsonEditError as err:
@@ -144,9 +179,30 @@ def helper_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
     ]
 
 
+def custom_op_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
+    """The `undeclared-custom-op` fix data of each undeclared kernel of the user's attempt with one ready
+    `custom_ops` entry (`UnroutedOp.kernel.entry`; none for a kernel whose calls need different ones),
+    as its diagnostics carry it."""
+    if not report.attempts:
+        return []
+    first = report.attempts[0]
+    return [
+        {
+            "code": "undeclared-custom-op",
+            "op": op,
+            "entry": entry,
+            "baseSpec": first.spec.to_dict(),
+            "specPath": spec_path,
+        }
+        for op, entry in kernel_entries(first).items()
+        if entry is not None
+    ]
+
+
 def report_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
     """Every spec fix of `report`: the passing auto-fix's changes (code `spec-fix`, when the user's
-    attempt failed and a later one passed), then each ready helper adapter (`undeclared-helper`)."""
+    attempt failed and a later one passed), then each ready helper adapter (`undeclared-helper`) and
+    each undeclared kernel's ready entry (`undeclared-custom-op`)."""
     out: list[dict[str, Any]] = []
     best = report.best_attempt
     if report.attempts and best is not None and best.passed and best is not report.attempts[0]:
@@ -155,6 +211,7 @@ def report_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
             spec = report.spec.to_dict()
             out.append({"code": "spec-fix", "rule": best.rule, "edits": changes, "spec": spec, "specPath": spec_path})
     out.extend(helper_fixes(report, spec_path))
+    out.extend(custom_op_fixes(report, spec_path))
     return out
 
 
@@ -187,6 +244,10 @@ def action_title(code: str, data: Mapping[str, Any], spec_name: str, exists: boo
         if not isinstance(data.get("remedy"), Mapping):
             return None
         return f"Declare {data.get('qualname')} as a reduction adapter in {spec_name}"
+    if code == "undeclared-custom-op":
+        if not isinstance(data.get("entry"), Mapping):
+            return None
+        return f"Declare the kernel {data.get('op')} in distribution.custom_ops of {spec_name}"
     if code == "spec-missing":
         return f"Save the validated spec to {spec_name}"
     if code == "save-spec":

@@ -28,6 +28,7 @@ CODES: dict[str, str] = {
     "degenerate-partition": "degenerate-partition",
     "halo-incomplete": "halo-incomplete",
     "unrouted-aggregation": "unrouted-aggregation",
+    "undeclared-custom-op": "undeclared-custom-op",
     "suspicious-output": "suspicious-output",
     "rank-disagreement": "rank-disagreement",
     "receptive-field": "receptive-field",

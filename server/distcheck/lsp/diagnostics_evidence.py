@@ -4,7 +4,9 @@ and an under-declared receptive field on the factory.
 
 Codes: `unrouted-aggregation` (on the op's line, in a scripted function or at a Python line, and on
 the Python line that called into TorchScript; none inside a flagged or adapted helper, whose own
-diagnostic covers it), `suspicious-output` (on `output_kinds.<name>` in the spec, else the factory's
+diagnostic covers it), `undeclared-custom-op` (instead, for an undeclared `torch.ops` kernel the ranks
+named with its shapes, on the user's call line; its data carries the ready `custom_ops` entry that
+the quick fix inserts, `kernel_entries`), `suspicious-output` (on `output_kinds.<name>` in the spec, else the factory's
 `def`), `rank-disagreement` (on the `class` line of the first module whose per-system value differs
 across ranks, else where failing outputs show; none when a passing auto-fix exists: the failing
 outputs carry it), `receptive-field` (on the factory's `def`). Pure: no torch, no user code
@@ -14,6 +16,7 @@ restated here from the report's records).
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -22,7 +25,7 @@ from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
 
-__all__ = ["evidence_diagnostics", "unrouted_advice"]
+__all__ = ["evidence_diagnostics", "kernel_entries", "unrouted_advice"]
 
 _WHAT = {
     "per_atom_to_per_system": "atoms → systems",
@@ -86,6 +89,51 @@ def _unrouted_texts(
     return message, f"{advice}.", evidence
 
 
+def kernel_entries(attempt: Attempt) -> dict[str, dict[str, Any] | None]:
+    """Op → its one ready `custom_ops` entry, for each undeclared kernel `attempt`'s ranks named (None
+    when no entry fits or its calls need different ones); kernels the spec declares are left out."""
+    declared = {c.op for c in attempt.spec.distribution.custom_ops}
+    out: dict[str, dict[str, Any] | None] = {}
+    for u in attempt.unrouted:
+        if u.origin != "custom_op" or u.kernel is None or u.op in declared:
+            continue
+        entry = dict(u.kernel.entry) if u.kernel.entry is not None else None
+        out[u.op] = entry if out.get(u.op, entry) == entry else None
+    return out
+
+
+def _kernel_texts(
+    op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool
+) -> tuple[str, str, list[str], dict[str, Any]]:
+    """The message, the remedy, the evidence and the fix data of one undeclared kernel (`op.kernel` set)."""
+    assert op.kernel is not None
+    what = _WHAT.get(op.aggregation, op.aggregation)
+    message = f"Undeclared torch.ops kernel {op.op} ({what}): each rank computed only its partial."
+    ranks = ", ".join(str(r) for r in op.ranks) or "?"
+    evidence = [
+        f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}, "
+        f"not declared in distribution.custom_ops; no handler can see inside it",
+        f"on rank {op.ranks[0] if op.ranks else '?'}: {op.kernel.shapes}",
+    ]
+    entry = kernel_entries(attempt).get(op.op)
+    data: dict[str, Any] = {"entry": entry, "baseSpec": attempt.spec.to_dict()}
+    if entry is not None:
+        advice = f"add {json.dumps(entry)} to distribution.custom_ops (the quick fix inserts it)"
+    elif op.kernel.entry is None:
+        advice = op.kernel.no_entry or "declare it in distribution.custom_ops with the transforms it needs"
+    else:
+        advice = (
+            "its calls at different lines need different transforms and custom_ops holds one entry per kernel: "
+            "wrap each use in its own kernel, then validate again"
+        )
+    if not still and fix is not None:
+        return message, f"{_fix_advice(fix)} (it declares this kernel).", evidence, data
+    if passed:
+        evidence.append("the outputs match on this sample anyway")
+        return message, f"to be sure on other samples, {advice}.", evidence, data
+    return message, f"{advice}.", evidence, data
+
+
 def _helper_files(report: TraceReport) -> set[str]:
     """Source files of the watched helpers that are flagged (an `undeclared-helper` diagnostic says what
     to do) or wrapped by an adapter (which routes what runs inside them)."""
@@ -112,9 +160,17 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
             if any(f is not None and os.path.abspath(f) in helpers for f in (op.file, op.call_file)):
                 continue  # inside a helper: its own diagnostic (or its adapter) covers it
             remains = op.key in still
-            message, remedy, evidence = _unrouted_texts(op, attempt, remains, fix, passed)
+            code = "unrouted-aggregation"
+            extra: dict[str, Any] = {}
+            if op.origin == "custom_op" and op.kernel is not None:
+                code = "undeclared-custom-op"
+                message, remedy, evidence, extra = _kernel_texts(op, attempt, remains, fix, passed)
+                extra["specPath"] = p.ctx.spec_path
+            else:
+                message, remedy, evidence = _unrouted_texts(op, attempt, remains, fix, passed)
             severity = ERROR if remains and not passed else WARNING
             data = {
+                **extra,
                 "op": op.op,
                 "aggregation": op.aggregation,
                 "origin": op.origin,
@@ -128,8 +184,8 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                 if path is None or p.ctx.text(path) is None:
                     continue
                 span = p.line_span(path, line or 1)
-                if not _already(p, path, span, "unrouted-aggregation", op.op):
-                    p.add(path, span, "unrouted-aggregation", message, severity, todo=remedy, evidence=evidence, **data)
+                if not _already(p, path, span, code, op.op):
+                    p.add(path, span, code, message, severity, todo=remedy, evidence=evidence, **data)
                 placed = True
             if not placed:
                 where = p.factory(report)
@@ -137,7 +193,7 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                     p.add(
                         where[0],
                         where[1],
-                        "unrouted-aggregation",
+                        code,
                         message,
                         severity,
                         todo=remedy,

@@ -9,6 +9,7 @@ This module never imports torch.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +48,19 @@ class KernelCall(Record):
     def roles(self, which: str = "args") -> dict[str, str]:
         """Position → role of the arguments (`which="args"`) or of the outputs (`"outputs"`)."""
         return {t.position: t.role for t in (self.args if which == "args" else self.outputs)}
+
+    @property
+    def shapes(self) -> str:
+        """`args 0 per-atom [108], 1 per-atom [108] → outputs 0 per-system [1]` (this rank's shapes)."""
+
+        def side(tensors: list[KernelTensor]) -> str:
+            return ", ".join(f"{t.position} {t.role.replace('_', '-')} {t.shape}" for t in tensors) or "none"
+
+        return f"args {side(self.args)} → outputs {side(self.outputs)}"
+
+    @property
+    def summary(self) -> str:
+        """The shapes, then the entry to add (or why there is none)."""
+        if self.entry is not None:
+            return f"{self.shapes}; add {json.dumps(self.entry)} to distribution.custom_ops"
+        return f"{self.shapes}; no custom_ops entry fits: {self.no_entry or 'see the kernel'}"

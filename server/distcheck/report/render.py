@@ -180,6 +180,8 @@ class _Renderer:
             where = f" (called from {u.call_file}:{u.call_line})" if u.call_file else ""
             text = f"{u.op} ×{u.count} {u.aggregation} in {u.origin} at {u.location}{where}"
             self.add(self.paint("unrouted:", "yellow") + " " + _clean(text, one_line=True), 2)
+            if u.kernel is not None:
+                self.add(_clean(u.kernel.summary, one_line=True), 4)
         for d in a.rank_disagreements:
             self.add(self.paint("ranks disagree:", "red") + " " + _clean(d.summary, one_line=True), 2)
             m = d.first_module

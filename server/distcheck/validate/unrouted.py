@@ -1,16 +1,19 @@
 """What to say and do about unrouted aggregations (`report.UnroutedOp`): the lines `next_action` puts
-first and the evidence the `run_torchscript_eagerly` auto-fix rule fires on. Imports no torch (the
-daemon renders `next_action`)."""
+first, the evidence the `run_torchscript_eagerly` auto-fix rule fires on, and the ready
+`custom_ops` entries of undeclared kernels (`custom_op_entries`, which the `declare_custom_ops` rule
+adds and the daemon's quick fix inserts). Imports no torch (the daemon renders `next_action`)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from ..report import Attempt, UnroutedOp
 from ..spec import MLIPSpec
 
-__all__ = ["describe", "eager_remedy_applies", "unrouted_action"]
+__all__ = ["custom_op_entries", "describe", "eager_remedy_applies", "unrouted_action"]
 
 _WHAT = {
     "per_atom_to_per_system": "atoms → systems",
@@ -28,7 +31,7 @@ def _short(path: str | None) -> str:
 def describe(op: UnroutedOp) -> str:
     """`aten.index_add ×3 (atoms → systems) in _mol_sum at nbops.py:26, called from model.py:40`."""
     text = f"{op.op} ×{op.count} ({_WHAT.get(op.aggregation, op.aggregation)})"
-    if op.function:
+    if op.function and op.function != op.op:
         text += f" in {op.function}"
     if op.file:
         text += f" at {_short(op.file)}:{op.line if op.line is not None else '?'}"
@@ -41,6 +44,34 @@ def eager_remedy_applies(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> bool
     """Whether running TorchScript eagerly can route what was seen: some aggregation ran inside
     TorchScript and the spec still runs it compiled."""
     return spec.distribution.torchscript == "scripted" and any(u.origin == "torchscript" for u in unrouted)
+
+
+def custom_op_entries(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ready `distribution.custom_ops` entries of the undeclared kernels in `unrouted` (one per op
+    `spec` does not declare, in first-seen order), and a sentence for each kernel no single entry fits:
+    no transform fits its shapes (`KernelCall.no_entry`), or its calls at different lines need
+    different entries."""
+    declared = {c.op for c in spec.distribution.custom_ops}
+    entries: dict[str, dict[str, Any] | None] = {}
+    notes: dict[str, str] = {}
+    for u in unrouted:
+        if u.origin != "custom_op" or u.kernel is None or u.op in declared:
+            continue
+        entry = u.kernel.entry
+        if entry is None:
+            notes.setdefault(u.op, f"{u.op}: {u.kernel.no_entry or 'no custom_ops transform fits its shapes'}")
+            entries[u.op] = None
+        elif u.op not in entries:
+            entries[u.op] = dict(entry)
+        elif entries[u.op] is not None and entries[u.op] != entry:
+            notes[u.op] = (
+                f"{u.op}: its calls at different lines need different transforms ({_short(u.file)}:{u.line} is "
+                f"{_WHAT.get(u.aggregation, u.aggregation)}), and custom_ops holds one entry per kernel: wrap each "
+                "use in its own kernel, then validate again"
+            )
+            entries[u.op] = None
+    ready = [e for op, e in entries.items() if e is not None and op not in notes]
+    return ready, list(notes.values())
 
 
 def _advice(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> str:
@@ -58,10 +89,17 @@ def _advice(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> str:
             "distribution.third_party_helpers"
         )
     if "custom_op" in origins:
-        ops = sorted({u.function for u in unrouted if u.origin == "custom_op" and u.function})
-        steps.append(
-            f"declare {', '.join(ops) or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
-        )
+        ready, notes = custom_op_entries(spec, unrouted)
+        if ready:
+            shown = ", ".join(json.dumps(e) for e in ready)
+            steps.append(f"add {shown} to distribution.custom_ops")
+        steps.extend(notes)
+        named = {u.op for u in unrouted if u.kernel is not None}
+        rest = sorted({u.function or u.op for u in unrouted if u.origin == "custom_op" and u.kernel is None} - named)
+        if rest or not (ready or notes):
+            steps.append(
+                f"declare {', '.join(rest) or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
+            )
     if "native" in origins:
         steps.append("declare the Python function that calls this C++ code in distribution.third_party_helpers")
     if "python" in origins:
