@@ -174,7 +174,7 @@ def _patch_method(cls: type, attr: str, entry: HelperAdapter, ctx: RankContext) 
     else:
         raise AdapterError(
             f"third_party_helpers: {cls.__qualname__}.{attr} is a {type(raw).__name__}, not a method; "
-            "name a function, a method, a staticmethod or a classmethod"
+            "name a function, a method, a staticmethod or a classmethod in attr_name"
         )
     if getattr(func, "__distcheck_adapted__", False):
         return None

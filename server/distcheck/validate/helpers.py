@@ -134,11 +134,17 @@ class HelperTracer:
         methods: list[tuple[type, str, Any]] = []  # (class, name, what its own __dict__ held, or _ABSENT)
         try:
             homes = {m.__name__ for m in modules}
-            for module in modules:
-                for cls, name, raw in _public_methods(module, homes):
-                    traced = self._wrap_method(module.__name__, cls, name, raw)
-                    methods.append((cls, name, cls.__dict__.get(name, _ABSENT)))
+            # Every class's methods are found before any is wrapped: a subclass's wrapper of an inherited
+            # method must call the original, not its base class's wrapper (one call, one record).
+            found = [(m.__name__, *hit) for m in modules for hit in _public_methods(m, homes)]
+            for home, cls, name, raw in found:
+                traced = self._wrap_method(home, cls, name, raw)
+                held = cls.__dict__.get(name, _ABSENT)
+                try:
                     setattr(cls, name, traced)
+                except (TypeError, AttributeError):
+                    continue  # an immutable (extension) type: its calls go untraced
+                methods.append((cls, name, held))
             wanted: dict[int, tuple[Any, Callable[..., Any]]] = {}
             for module in modules:
                 for attr, fn in list(vars(module).items()):
@@ -196,6 +202,8 @@ def _public_methods(module: Any, homes: set[str]) -> Iterator[tuple[type, str, A
     for cname, cls in list(vars(module).items()):
         if cname.startswith("_") or not inspect.isclass(cls) or cls.__module__ != module.__name__:
             continue
+        if issubclass(cls, torch.jit.ScriptModule):
+            continue  # compiled: its Python methods are not what runs
         seen: set[str] = set()
         for klass in cls.__mro__:
             home = klass.__module__ in homes
