@@ -2,9 +2,9 @@
 
 The reference run records which installed (site-packages) top-level packages loading, building and
 running the model imported (`third_party_since`); the validator stores them per target
-(`record`, adding to what it learned before) in `<cache>/distcheck/spare-packages.json`, and the next validation of that target asks
-its spares to import them ahead (`packages_for`), plus any named in DISTCHECK_SPARE_PACKAGES
-(comma-separated). Only installed packages are listed, never a module of the user's own
+(`record`, adding to what it learned before) in `<cache>/distcheck/spare-packages.json`, and the
+next validation of that target asks its spares to import them ahead (`packages_for`), plus any named
+in DISTCHECK_SPARE_PACKAGES (comma-separated). Only installed packages are listed, never a module of the user's own
 directories, so the user's code is still imported fresh in every rank. The file is dropped
 whenever the environment changes: another interpreter or Python, another torch, a package
 installed or removed (a site directory's mtime), or a listed package's file changed. No torch.

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import lifeline
-from .spares import Spare, enabled, pool, rank_counts, roomy
+from .spares import pool, rank_counts, roomy
+from .spares_process import Spare
+from .spares_settings import enabled
 
 __all__ = ["PreparedRanks", "ValidationSpares", "prepare_ranks"]
 

@@ -3,6 +3,7 @@
 No torch here, so a process that has not imported torch yet (the CLI while it loads the target)
 can start the pool, which then imports torch while the caller goes on. `launch` re-exports these
 names; ranks, reference runs and spares all start through `process_context()` under `main_hidden()`.
+`forkserver_ready()` and `forkserver_context()` tell the spares' keeper when it may fork from the pool.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from typing import Any
 
 from .. import importguard
 
-__all__ = ["BASE_PRELOAD", "main_hidden", "preload_modules", "process_context"]
+__all__ = [
+    "BASE_PRELOAD",
+    "forkserver_context",
+    "forkserver_ready",
+    "main_hidden",
+    "preload_modules",
+    "process_context",
+]
 
 _CONTEXTS: dict[str, Any] = {}
 
@@ -101,3 +109,41 @@ def main_hidden() -> Iterator[None]:
         finally:
             if main is not None:
                 main.__dict__.update(saved)
+
+
+def forkserver_context() -> Any:
+    """The forkserver context if `process_context` made one, else None (never starts it)."""
+    return _CONTEXTS.get("forkserver")
+
+
+def forkserver_ready() -> bool:
+    """Whether the forkserver runs and has got through its preload far enough to have armed itself
+    (it then leads its own process group: `lifeline.arm_forkserver`). The keeper forks only then: a
+    start holds the start lock until the fork, and a main thread kept waiting on that lock inside
+    `helpers_ignore_sigint` for a whole torch import would lose a Ctrl-C."""
+    pid = _forkserver_pid()
+    if not pid or not _forkserver_alive(pid):
+        return False
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def _forkserver_pid() -> int | None:
+    try:
+        from multiprocessing import forkserver
+
+        pid = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        return None
+    return int(pid) if pid else None
+
+
+def _forkserver_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is neither a zombie nor dead (its state in /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False

@@ -1,0 +1,56 @@
+"""What the environment says about spares: whether runs use them, and the pool's bounds.
+
+DISTCHECK_SPARES=0 turns spares off (every process forked as before); a start method other than
+forkserver (DISTCHECK_START_METHOD) does too. DISTCHECK_SPARES_MAX (spares held at most, 8),
+DISTCHECK_SPARES_MAX_GPU_MB (their GPU memory, unbounded by default), DISTCHECK_SPARES_IDLE_S (how long
+an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm between validations for
+that long, as `spares.keep_warm` does) are read when the pool is made. No torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["MIB", "PoolBounds", "enabled", "pool_bounds"]
+
+MIB = 1024 * 1024
+
+
+def enabled() -> bool:
+    """Whether runs use spares: not turned off by DISTCHECK_SPARES=0, and ranks start from a forkserver
+    (the only pool a spare can be forked from without inheriting an initialised CUDA)."""
+    if os.environ.get("DISTCHECK_SPARES", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    method = os.environ.get("DISTCHECK_START_METHOD")
+    import multiprocessing as mp
+
+    return (method or "forkserver") == "forkserver" and "forkserver" in mp.get_all_start_methods()
+
+
+@dataclass(frozen=True)
+class PoolBounds:
+    """The pool's bounds as the environment sets them (the pool copies them into its own attributes)."""
+
+    max_spares: int
+    max_gpu_bytes: int | None
+    idle_timeout_s: float
+    keep_s: float | None
+
+
+def pool_bounds() -> PoolBounds:
+    """The bounds the environment asks for now; an unset or unreadable variable takes its default."""
+    gpu_mb = _env_float("DISTCHECK_SPARES_MAX_GPU_MB", None)
+    return PoolBounds(
+        max_spares=int(_env_float("DISTCHECK_SPARES_MAX", 8) or 8),
+        max_gpu_bytes=int(gpu_mb * MIB) if gpu_mb is not None else None,
+        idle_timeout_s=float(_env_float("DISTCHECK_SPARES_IDLE_S", 600.0) or 600.0),
+        keep_s=_env_float("DISTCHECK_SPARES_KEEP_S", None),
+    )
+
+
+def _env_float(name: str, default: float | None) -> float | None:
+    try:
+        return float(os.environ[name])
+    except (KeyError, ValueError):
+        return default
