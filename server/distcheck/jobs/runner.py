@@ -40,10 +40,10 @@ from ..options import EDITOR
 __all__ = ["keep_spares_warm", "main", "validate"]
 
 NO_GPU_NOTICE = (
-    "no GPU: validated on the CPU with gloo (validate_on_cpu), because torch in the runner sees no CUDA "
-    "device; run the editor where torch sees a GPU to validate with trace_and_validate, or set "
-    f"{EDITOR.assign('device', 'cpu')} to validate on the CPU on purpose"
+    "no GPU here: validated on the CPU with gloo (set "
+    f'{EDITOR.name("device")} to "cpu" to choose that, or run the editor where torch sees a GPU)'
 )
+"""One line (a notification): torch in the runner sees no CUDA device and the target asked for one."""
 
 
 class _Channel:

@@ -70,6 +70,8 @@ async def test_passing_target_spec_missing_fix_creates_the_file(tmp_path: Path) 
         report = payload["report"]
         assert report["verdict"] == "passed" and payload["specUri"] == uri(spec_file)
         assert "no GPU" in (payload["notice"] or "")
+        assert "\n" not in payload["notice"] and len(payload["notice"]) <= 140  # one line of a notification
+        assert "distcheck.device" in payload["notice"]
         # the report is the last message of a run: the notice and progress `end` were recorded before it
         order = [
             (e.method, get_field(e.params, "message") or get_field(get_field(e.params, "value"), "kind"))
