@@ -15,6 +15,7 @@ Variants (`model_factory`, `pair_factory`): message passing + readout, and a pai
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -79,7 +80,7 @@ def _softplus_fake(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def _keep_index(position: int) -> object:
+def _keep_index(position: int) -> Callable[[object, tuple[object, ...], object], None]:
     def setup(ctx: object, inputs: tuple[object, ...], output: object) -> None:
         ctx.index = inputs[position]  # type: ignore[attr-defined]
 
