@@ -241,9 +241,11 @@ def action_title(code: str, data: Mapping[str, Any], spec_name: str, exists: boo
         more = len(changes) - 1
         return f"Apply auto-fix '{rule}': {describe_change(first)}" + (f" (and {more} more)" if more > 0 else "")
     if code == "undeclared-helper":
-        if not isinstance(data.get("remedy"), Mapping):
+        remedy = data.get("remedy")
+        if not isinstance(remedy, Mapping):
             return None
-        return f"Declare {data.get('qualname')} as a reduction adapter in {spec_name}"
+        what = "a method adapter" if remedy.get("kind") == "method" else "a reduction adapter"
+        return f"Declare {data.get('qualname')} as {what} in {spec_name}"
     if code == "undeclared-custom-op":
         if not isinstance(data.get("entry"), Mapping):
             return None
