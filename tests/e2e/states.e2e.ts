@@ -72,16 +72,17 @@ describe("states: passed after fix, stale, save before validate, cancelled", { t
     return comment;
   }
 
-  /** Makes helper_model.py the active editor: its tab when it has one (Quick Open's keys can go to a
-   * focused webview), else Quick Open. */
+  /** Makes helper_model.py the active editor: its tab when it has one, else its Explorer row (Quick
+   * Open's keys can go to a focused webview or a closing editor); retried a few times. */
   async function openModel(): Promise<void> {
-    const tab = session.page.locator('.tabs-container .tab[aria-label*="helper_model.py"]').first();
-    if (await tab.isVisible()) {
-      await tab.click();
-    } else {
-      await session.quickOpen("helper_model.py");
+    const active = session.page.locator('.tabs-container .tab.active[aria-label*="helper_model.py"]').first();
+    for (let i = 0; i < 4 && !(await active.isVisible()); i++) {
+      const tab = session.page.locator('.tabs-container .tab[aria-label*="helper_model.py"]').first();
+      const row = session.page.locator(".explorer-folders-view .monaco-list-row", { hasText: /^helper_model\.py/ }).first();
+      await ((await tab.isVisible()) ? tab : row).click();
+      await active.waitFor({ timeout: 5000 }).catch(() => session.log("helper_model.py is not the active editor yet; again"));
     }
-    await session.page.locator('.tabs-container .tab.active[aria-label*="helper_model.py"]').first().waitFor({ timeout: 10_000 });
+    await active.waitFor({ timeout: 5000 });
   }
 
   /**
