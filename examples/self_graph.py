@@ -16,6 +16,8 @@ would be in production: `dense` (messages summed by a matrix product over a dens
 scatter, so halo rows are never refreshed) and `degree` (scatter aggregation, but each message is
 normalised by the sender's degree counted from the dense distance matrix: a per-atom quantity
 computed outside any aggregation, wrong on halo atoms whose neighbours lie beyond the halo).
+`scripted` aggregates inside TorchScript, which the handlers cannot refresh until the spec sets
+`distribution.torchscript: "eager"` (the dispatch observer names the aggregation meanwhile).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ __all__ = [
     "radius_graph",
     "sample_batch",
     "scatter_add_factory",
+    "scripted_factory",
+    "scripted_index_add",
     "updated_factory",
 ]
 
-AGGREGATIONS = ("index_add", "scatter_add", "helper", "dense", "degree")
+AGGREGATIONS = ("index_add", "scatter_add", "helper", "dense", "degree", "scripted")
 _OUTPUT_KINDS = {"energy": "per_graph", "forces": "per_node"}
 #: Right for the scatter-aggregating shapes: a one-cutoff halo refreshed after each aggregation.
 SPEC = make_spec("owned_complete", _OUTPUT_KINDS)
@@ -87,6 +91,15 @@ def radius_graph(
         eye = torch.eye(positions.shape[0], dtype=torch.bool, device=positions.device)
         centre, neighbour = torch.nonzero(same & ~eye & (r2 < cutoff * cutoff), as_tuple=True)
     return torch.stack([centre, neighbour]), shifts[centre, neighbour]
+
+
+@torch.jit.script
+def scripted_index_add(messages: torch.Tensor, centre: torch.Tensor, n: int) -> torch.Tensor:
+    """`index_add` of per-edge messages into `n` atom rows, compiled: the Python-level handlers never
+    see it (only the dispatch observer does), unless the spec runs TorchScript eagerly."""
+    return torch.zeros(n, messages.shape[1], dtype=messages.dtype, device=messages.device).index_add(
+        0, centre, messages
+    )
 
 
 def _mlp(features: int, out: int) -> nn.Sequential:
@@ -139,6 +152,8 @@ class SelfGraphMPNN(nn.Module):
             return torch.zeros(n, self.features, dtype=messages.dtype, device=messages.device).scatter_add(
                 0, index, messages
             )
+        if self.aggregation == "scripted":
+            return scripted_index_add(messages, centre, n)
         if self.aggregation == "helper":
             return scatter(messages, centre, n, "mean") * self.avg_neighbours + scatter(messages, centre, n, "max")
         zeros = torch.zeros(n, self.features, dtype=messages.dtype, device=messages.device)
@@ -216,6 +231,11 @@ def dense_factory() -> SelfGraphMPNN:
 def degree_factory() -> SelfGraphMPNN:
     """3 layers, scatter aggregation normalised by a degree counted outside any scatter (breaks it too)."""
     return _factory("degree")
+
+
+def scripted_factory() -> SelfGraphMPNN:
+    """3 layers aggregating inside a TorchScript function (unseen by the handlers while scripted)."""
+    return _factory("scripted")
 
 
 def sample_batch() -> Batch:

@@ -9,7 +9,8 @@ source location, in `RankContext.unrouted` (`runtime.unrouted`).
 
 Recognised: scatter-like ops along dim 0 (`index_add`, `scatter_add`, `scatter_reduce`,
 `index_reduce`, `scatter` with a reduce, accumulating `index_put`) into a per-system target (from
-atoms or from edges) or, under `halo_correction`, into a per-atom target from a per-edge index;
+atoms or from edges) or, under `halo_correction` or `owned_complete` (neither corrected nor refreshed
+there), into a per-atom target from a per-edge index;
 `segment_reduce` of per-atom data; `bincount` of a per-atom index; `sum`/`mean` over the atoms; and
 an opaque (non-aten) kernel called from TorchScript or C++ whose shapes show one of those
 (`kernel_calls.kernel_call`), named after itself with its ready `custom_ops` entry (one called from
@@ -89,7 +90,7 @@ def classify_aten(ctx: RankContext, name: str, a: Mapping[str, Any]) -> str | No
             return "per_atom_to_per_system"
         if rows == b and index_rows != b:
             return "per_edge_to_per_system"
-        if rows == n and index_rows != n and ctx.scatter_mode == "halo_correction":
+        if rows == n and index_rows != n and ctx.scatter_mode in ("halo_correction", "owned_complete"):
             return "per_edge_to_per_atom"
         return None
     if kind == "aten::segment_reduce":

@@ -100,3 +100,18 @@ def test_a_halo_shallower_than_the_first_layer_edges_fails() -> None:
     run = run_distributed(factory, batch, _spec("owned_complete", 1.3), world_size=2, timeout_sec=TIMEOUT)
     assert all(rec.halo > 0 for rec in run.records)
     assert max_rel(run.outputs["forces"], reference(factory, batch)["forces"]) > 1e-6
+
+
+def test_an_aggregation_inside_torchscript_is_named_and_refreshed_once_eager() -> None:
+    batch = self_graph.sample_batch()
+    factory = self_graph.scripted_factory
+    ref = reference(factory, batch)
+    run = run_distributed(factory, batch, _spec("owned_complete"), world_size=2, timeout_sec=TIMEOUT)
+    assert max_rel(run.outputs["forces"], ref["forces"]) > 1e-6  # never refreshed while compiled
+    seen = [u for rec in run.records for u in rec.unrouted]
+    assert any(u.aggregation == "per_edge_to_per_atom" and u.origin == "torchscript" for u in seen), seen
+    eager = _spec("owned_complete")
+    eager["distribution"]["torchscript"] = "eager"
+    fixed = run_distributed(factory, batch, eager, world_size=2, timeout_sec=TIMEOUT)
+    assert_matches(fixed.outputs, ref, 1e-10)
+    assert all(rec.handler_counts.get("halo_refresh[index_add]") == LAYERS for rec in fixed.records)
