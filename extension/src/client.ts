@@ -43,13 +43,16 @@ export class ServerManager implements vscode.Disposable {
   /** Subscriptions on the current client, dropped with it. */
   private clientSubscriptions: Array<{ dispose(): unknown }> = [];
   private lastCheck: ServerCheck | undefined;
+  private readonly runningChanged = new vscode.EventEmitter<boolean>();
+  /** Fires with `running` when the language client's state changes (started, stopped, crashed, restarted). */
+  readonly onDidChangeRunning = this.runningChanged.event;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly events: ServerEvents,
   ) {
     this.output = vscode.window.createOutputChannel("Distcheck", { log: true });
-    this.disposables.push(this.output);
+    this.disposables.push(this.output, this.runningChanged);
     this.progress = new ProgressRelay(events);
   }
 
@@ -158,6 +161,7 @@ export class ServerManager implements vscode.Disposable {
         } else {
           this.progress.endAll();
         }
+        this.runningChanged.fire(e.newState === State.Running);
       }),
     );
     this.client = client;
@@ -198,6 +202,7 @@ export class ServerManager implements vscode.Disposable {
     for (const d of this.clientSubscriptions.splice(0)) {
       d.dispose();
     }
+    this.runningChanged.fire(false);
     if (client) {
       if (client.isRunning()) {
         try {

@@ -16,6 +16,7 @@ import { panelActions } from "./panelActions";
 import { type ReportMessage, summarize } from "./report";
 import { showReport } from "./reportCommands";
 import { ReportPanel } from "./reportPanel";
+import { registerSpecSchema } from "./specSchema";
 import { endedCancelled, reportFiles } from "./status";
 import { StatusBar } from "./statusBar";
 import { TestingView } from "./testing";
@@ -55,6 +56,7 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
     },
     onServerProblem: (problem) => status.problem(problem),
   });
+  context.subscriptions.push(registerSpecSchema(context, server)); // before the JSON service asks for the spec schema
   const session: Session = { server, status, reports };
   const panel = new ReportPanel(context.extensionUri, panelActions(session), (line) => server.log(line));
   activeServer = server;
