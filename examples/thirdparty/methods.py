@@ -1,17 +1,25 @@
 """Per-system sums written as methods (a module's forward, a plain class's method, a static and a
 class method, an inherited forward): the targets of `third_party_helpers` entries whose
-`attr_name` is `"Class.method"` (kind `"method"`). Each sums through the TorchScript helper
-`nbops.mol_sum`, so the runtime cannot see the sum: on a rank it covers owned and halo rows."""
+`attr_name` is `"Class.method"` (kind `"method"`). Each sums inside TorchScript, as `nbops` does, so
+the runtime cannot see the sum: on a rank it covers owned and halo rows."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
-from . import nbops
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # TorchScript is deprecated; packages still use it
+
+    @torch.jit.script
+    def _scripted_sum(e: torch.Tensor, batch: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.zeros(n, dtype=e.dtype, device=e.device).index_add(0, batch, e)
 
 
 def _mol_sum(e: torch.Tensor, batch: torch.Tensor, n: int) -> torch.Tensor:
-    return nbops.mol_sum(e, batch, n)
+    out: torch.Tensor = _scripted_sum(e, batch, int(n))
+    return out
 
 
 class MolSum(torch.nn.Module):
