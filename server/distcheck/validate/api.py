@@ -14,7 +14,7 @@ from ..option_check import Tolerance
 from ..report import TraceReport
 from ..spec import MLIPSpec
 from .engine import ProgressCallback, run_validation
-from .run_setup import DEFAULT_WATCHED_HELPERS
+from .run_setup import DEFAULT_WATCHED_HELPERS, ValidationRequest
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "ProgressCallback", "trace_and_validate", "validate_on_cpu"]
 
@@ -59,23 +59,25 @@ def trace_and_validate(
             "distcheck.validate_on_cpu(model_factory, sample_batch, ...) — the same pipeline with gloo."
         )
     return run_validation(
-        model_factory,
-        sample_batch,
-        world_size=world_size,
-        device=device,
-        atol=atol,
-        rtol=rtol,
-        auto_fix=auto_fix,
-        max_fix_attempts=max_fix_attempts,
-        backend=backend,
-        timeout_sec=timeout_sec,
-        deadline_sec=deadline_sec,
-        watched_helper_packages=watched_helper_packages,
-        helper_sample_every=helper_sample_every,
-        layer_diagnostic=layer_diagnostic,
-        allow_oversubscribe=allow_oversubscribe,
+        ValidationRequest(
+            model_factory,
+            sample_batch,
+            world_size=world_size,
+            device=device,
+            atol=atol,
+            rtol=rtol,
+            auto_fix=auto_fix,
+            max_fix_attempts=max_fix_attempts,
+            backend=backend,
+            timeout_sec=timeout_sec,
+            deadline_sec=deadline_sec,
+            watched_helper_packages=watched_helper_packages,
+            helper_sample_every=helper_sample_every,
+            layer_diagnostic=layer_diagnostic,
+            allow_oversubscribe=allow_oversubscribe,
+            spec=spec,
+        ),
         progress=progress,
-        spec=spec,
     )
 
 
@@ -100,21 +102,23 @@ def validate_on_cpu(
     """The same pipeline as `trace_and_validate`, on the CPU with gloo (what CI and laptops run), with
     the same option checks, `timeout_sec` (one run) and `deadline_sec` (the whole validation)."""
     return run_validation(
-        model_factory,
-        sample_batch,
-        world_size=world_size,
-        device="cpu",
-        atol=atol,
-        rtol=rtol,
-        auto_fix=auto_fix,
-        max_fix_attempts=max_fix_attempts,
-        backend="gloo",
-        timeout_sec=timeout_sec,
-        deadline_sec=deadline_sec,
-        watched_helper_packages=watched_helper_packages,
-        helper_sample_every=helper_sample_every,
-        layer_diagnostic=layer_diagnostic,
-        allow_oversubscribe=allow_oversubscribe,
+        ValidationRequest(
+            model_factory,
+            sample_batch,
+            world_size=world_size,
+            device="cpu",
+            atol=atol,
+            rtol=rtol,
+            auto_fix=auto_fix,
+            max_fix_attempts=max_fix_attempts,
+            backend="gloo",
+            timeout_sec=timeout_sec,
+            deadline_sec=deadline_sec,
+            watched_helper_packages=watched_helper_packages,
+            helper_sample_every=helper_sample_every,
+            layer_diagnostic=layer_diagnostic,
+            allow_oversubscribe=allow_oversubscribe,
+            spec=spec,
+        ),
         progress=progress,
-        spec=spec,
     )

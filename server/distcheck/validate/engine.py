@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from ..option_check import Tolerance
 from ..report import Attempt, DeadlineReached, TraceReport, best_attempt_index
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
@@ -35,7 +33,7 @@ from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
 from .receptive import apply_measured_field, receptive_record
 from .reference import run_reference
 from .rollback import rollback_if_worse
-from .run_setup import check_tolerance_names, settle_run
+from .run_setup import ValidationRequest, check_tolerance_names, settle_run
 from .sample_checks import sample_warnings
 from .sensitivity import RoundoffMeter, make_control_runner
 
@@ -95,48 +93,15 @@ def _spares(
 
 @_with_spares
 def run_validation(
-    model_factory: Callable[..., Any] | str,
-    sample_batch: Any,
-    *,
-    world_size: int,
-    device: str | Sequence[str],
-    atol: Tolerance,
-    rtol: Tolerance,
-    auto_fix: bool,
-    max_fix_attempts: int,
-    backend: str,
-    timeout_sec: float,
-    watched_helper_packages: Sequence[str] | None,
-    helper_sample_every: int,
-    layer_diagnostic: bool,
-    progress: ProgressCallback | None,
-    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
-    session: GroupSession | None = None,
-    deadline_sec: float | None = None,
-    allow_oversubscribe: bool = False,
+    request: ValidationRequest, *, progress: ProgressCallback | None = None, session: GroupSession | None = None
 ) -> TraceReport:
-    """The pipeline behind every entry point. With `session` (rank 0 of a launched job) attempts run on
-    the job's ranks and `world_size`, `device` and `backend` are the job's; otherwise `run_distributed`
-    starts the ranks."""
-    s = settle_run(
-        model_factory,
-        sample_batch,
-        world_size=world_size,
-        device=device,
-        atol=atol,
-        rtol=rtol,
-        auto_fix=auto_fix,
-        max_fix_attempts=max_fix_attempts,
-        backend=backend,
-        timeout_sec=timeout_sec,
-        deadline_sec=deadline_sec,
-        watched_helper_packages=watched_helper_packages,
-        helper_sample_every=helper_sample_every,
-        layer_diagnostic=layer_diagnostic,
-        allow_oversubscribe=allow_oversubscribe,
-        spec=spec,
-        session=session,
-    )
+    """The pipeline behind every entry point, for `request`. With `session` (rank 0 of a launched job)
+    attempts run on the job's ranks and `world_size`, `device` and `backend` are the job's; otherwise
+    `run_distributed` starts the ranks."""
+    s = settle_run(request, session)
+    timeout_sec, deadline_sec, spec = request.timeout_sec, request.deadline_sec, request.spec
+    auto_fix, max_fix_attempts = request.auto_fix, request.max_fix_attempts
+    helper_sample_every, layer_diagnostic = request.helper_sample_every, request.layer_diagnostic
     ref, batch, world_size, devices, resolved_backend = s.ref, s.batch, s.world_size, s.devices, s.backend
     atol, rtol, watched, meta, opts, t_start, prior = s.atol, s.rtol, s.watched, s.meta, s.opts, s.t_start, spec
     budget = Budget(timeout_sec, deadline_sec, start=t_start)

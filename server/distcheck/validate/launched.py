@@ -12,6 +12,7 @@ from ..runtime.group import GroupSession
 from ..spec import MLIPSpec
 from ..targets import check_options
 from .engine import ProgressCallback, run_validation
+from .run_setup import ValidationRequest
 
 __all__ = ["validate_launched"]
 
@@ -54,23 +55,25 @@ def validate_launched(
             return None
         try:
             return run_validation(
-                model_factory,
-                sample_batch,
-                world_size=session.world_size,
-                device=session.devices,
-                atol=atol,
-                rtol=rtol,
-                auto_fix=auto_fix,
-                max_fix_attempts=max_fix_attempts,
-                backend=session.backend,
-                timeout_sec=timeout_sec,
-                deadline_sec=deadline_sec,
-                allow_oversubscribe=allow_oversubscribe,
-                watched_helper_packages=watched_helper_packages,
-                helper_sample_every=helper_sample_every,
-                layer_diagnostic=layer_diagnostic,
+                ValidationRequest(
+                    model_factory,
+                    sample_batch,
+                    world_size=session.world_size,
+                    device=session.devices,
+                    atol=atol,
+                    rtol=rtol,
+                    auto_fix=auto_fix,
+                    max_fix_attempts=max_fix_attempts,
+                    backend=session.backend,
+                    timeout_sec=timeout_sec,
+                    deadline_sec=deadline_sec,
+                    allow_oversubscribe=allow_oversubscribe,
+                    watched_helper_packages=watched_helper_packages,
+                    helper_sample_every=helper_sample_every,
+                    layer_diagnostic=layer_diagnostic,
+                    spec=spec,
+                ),
                 progress=progress,
-                spec=spec,
                 session=session,
             )
         finally:

@@ -28,9 +28,31 @@ from ..runtime.group import GroupSession
 from ..runtime.launch import resolve_backend, resolve_devices
 from ..spec import MLIPSpec
 
-__all__ = ["DEFAULT_WATCHED_HELPERS", "RunSetup", "check_tolerance_names", "settle_run"]
+__all__ = ["DEFAULT_WATCHED_HELPERS", "RunSetup", "ValidationRequest", "check_tolerance_names", "settle_run"]
 
 DEFAULT_WATCHED_HELPERS: tuple[str, ...] = tuple(option("watched_helper_packages").default)
+
+
+@dataclass(frozen=True)
+class ValidationRequest:
+    """What a caller of an entry point asked for, as given (unchecked: `settle_run` checks it)."""
+
+    model_factory: Callable[..., Any] | str
+    sample_batch: Any
+    world_size: int
+    device: str | Sequence[str]
+    atol: Tolerance
+    rtol: Tolerance
+    auto_fix: bool
+    max_fix_attempts: int
+    backend: str
+    timeout_sec: float
+    deadline_sec: float | None
+    watched_helper_packages: Sequence[str] | None
+    helper_sample_every: int
+    layer_diagnostic: bool
+    allow_oversubscribe: bool
+    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None
 
 
 @dataclass
@@ -53,30 +75,21 @@ class RunSetup:
     t_start: float
 
 
-def settle_run(
-    model_factory: Callable[..., Any] | str,
-    sample_batch: Any,
-    *,
-    world_size: int,
-    device: str | Sequence[str],
-    atol: Tolerance,
-    rtol: Tolerance,
-    auto_fix: bool,
-    max_fix_attempts: int,
-    backend: str,
-    timeout_sec: float,
-    deadline_sec: float | None,
-    watched_helper_packages: Sequence[str] | None,
-    helper_sample_every: int,
-    layer_diagnostic: bool,
-    allow_oversubscribe: bool,
-    spec: MLIPSpec | Mapping[str, Any] | str | os.PathLike[str] | None,
-    session: GroupSession | None,
-) -> RunSetup:
+def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunSetup:
     """Check every option (one `OptionError` naming the first bad one), read the factory and the sample,
     resolve devices and backend (a launched job's `session` gives its own), check the rank count and
     parse the prior `spec`; nothing is started."""
     t_start = time.perf_counter()
+    r = request
+    world_size, device, atol, rtol, backend, spec = r.world_size, r.device, r.atol, r.rtol, r.backend, r.spec
+    auto_fix, max_fix_attempts, timeout_sec, deadline_sec = (
+        r.auto_fix,
+        r.max_fix_attempts,
+        r.timeout_sec,
+        r.deadline_sec,
+    )
+    watched_helper_packages, helper_sample_every = r.watched_helper_packages, r.helper_sample_every
+    layer_diagnostic, allow_oversubscribe = r.layer_diagnostic, r.allow_oversubscribe
     check_options(
         {
             "world_size": world_size,
@@ -94,8 +107,8 @@ def settle_run(
         }
     )
     atol, rtol = with_default(atol, option("atol").default), with_default(rtol, option("rtol").default)
-    ref: FactoryRef = resolve_factory(model_factory)
-    batch: Batch = as_batch(sample_batch)
+    ref: FactoryRef = resolve_factory(r.model_factory)
+    batch: Batch = as_batch(r.sample_batch)
     if session is not None:
         world_size, devices, resolved_backend = session.world_size, list(session.devices), session.backend
     else:
