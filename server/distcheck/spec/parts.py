@@ -75,11 +75,8 @@ class Policy(_Part):
         default="halo_correction",
         metadata=meta(
             "Scatter mode",
-            "halo_correction: halo one cutoff deep, halo rows refreshed from their owners after each "
-            "per-atom aggregation; local: no per-layer exchange, the halo must cover the receptive field; "
-            "owned_complete: for models that build their own graph, halo one cutoff deep, owned atoms see "
-            "complete neighbourhoods and halo rows are overwritten by their owners' values after each "
-            "per-atom aggregation (no halo partials summed).",
+            "halo_correction: halo partials summed onto owners each layer; local: no per-layer exchange, "
+            "the halo covers the receptive field; owned_complete: self-built graphs, one-cutoff halo refreshed.",
             enum=SCATTER_MODES,
         ),
     )
