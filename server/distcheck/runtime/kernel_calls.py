@@ -6,7 +6,8 @@ A tensor's role comes from this rank's rows: `num_local` rows are per-atom, `num
 per-system; an integer tensor whose values all index this rank's atoms (`[E]` or `[2, E]`) is an edge
 index, and a tensor with `E` rows is per-edge; anything else is replicated. A kernel aggregates when
 it returns per-system rows from per-atom or per-edge ones (atoms/edges → systems), or, under
-`halo_correction`, per-atom rows from per-edge ones (edges → atoms). A kernel that maps per-atom rows
+`halo_correction` or `owned_complete`, per-atom rows from per-edge ones (edges → atoms; under
+`owned_complete` no transform fits: its halo rows would need a refresh only). A kernel that maps per-atom rows
 to per-atom rows (elementwise) or gathers atoms into edges aggregates nothing and needs no entry.
 
 The entry: atoms → systems slices every per-atom argument to the owned rows and sums the per-system
@@ -104,7 +105,7 @@ def _aggregation(ins: Sequence[Mapping[str, Any]], outs: Sequence[Mapping[str, A
             return "per_atom_to_per_system"
         if "per_edge" in in_roles:
             return "per_edge_to_per_system"
-    if "per_atom" in out_roles and "per_edge" in in_roles and mode == "halo_correction":
+    if "per_atom" in out_roles and "per_edge" in in_roles and mode in ("halo_correction", "owned_complete"):
         return "per_edge_to_per_atom"
     return None
 
@@ -133,11 +134,17 @@ def _entry(
     elif aggregation == "per_edge_to_per_system":
         if mode != "halo_correction":
             return None, (
-                'under scatter_mode "local" each rank also holds the edges among its halo atoms, so a sum over '
+                f'under scatter_mode "{mode}" each rank also holds edges among its halo atoms, so a sum over '
                 'edges counts them twice: use scatter_mode "halo_correction" (each edge on one rank), then '
                 "declare the kernel"
             )
         outputs = {t["position"]: "all_reduce_sum" for t in outs if t["role"] == "per_system"}
+    elif aggregation == "per_edge_to_per_atom" and mode == "owned_complete":
+        return None, (
+            'under scatter_mode "owned_complete" its owned rows are complete but its halo rows are never '
+            "refreshed, and no custom_ops output transform only refreshes them: use scatter_mode "
+            '"halo_correction" and declare the kernel, or compute it in Python (index_add) so the runtime refreshes it'
+        )
     elif aggregation == "per_edge_to_per_atom":
         args = {t["position"]: "gather_inputs" for t in ins if t["role"] == "per_atom" and _floating(t)}
         for t in outs:

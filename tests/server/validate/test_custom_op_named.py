@@ -90,6 +90,9 @@ def test_edges_to_atoms_gathers_per_atom_inputs_and_scatters_the_output(index: t
     }
     # under `local` an edge aggregation is exact on the rows that matter: nothing to name
     assert kernel_call(_ctx("local"), "ns::mp", (X, MESSAGES, index, N), {}, torch.zeros(N, F)) is None
+    # under `owned_complete` its halo rows are never refreshed and no transform only refreshes them: named, no entry
+    found = kernel_call(_ctx("owned_complete"), "ns::mp", (X, MESSAGES, index, N), {}, torch.zeros(N, F))
+    assert found is not None and found[1]["entry"] is None and "halo_correction" in found[1]["no_entry"]
 
 
 def test_edges_to_systems_sums_the_output_and_has_no_entry_under_local() -> None:
