@@ -6,6 +6,7 @@
  */
 
 import { fmt, html, joinHtml, NOTHING, type SafeHtml } from "./reportMarkup";
+import { MODULE_ROW_PX } from "./reportStyle";
 
 /** One of the worst atoms of `report.atoms.AtomErrors`. */
 export interface WorstAtomData {
@@ -121,22 +122,30 @@ ${profile}<g class="atoms">${joinHtml(points, "")}</g></svg>
 /**
  * Horizontal bars of the layer diagnostic: one `<rect class="module">` per module, its length the
  * module's error on a log scale (modules in the order given; a non-finite error is drawn full-length).
+ * A grid like the partition chart's: the module names and the values are HTML in columns beside one
+ * SVG of bars whose widths are percentages of its column, and the SVG has no viewBox, so nothing is
+ * scaled: the text keeps its CSS pixel size (`.module-row`) and the bars stretch with the panel.
  */
 export function moduleDivergenceChart(modules: readonly ModuleError[]): SafeHtml {
   if (!modules.length) {
     return NOTHING;
   }
-  const row = 18;
-  const labelW = 220;
-  const barW = W - labelW - 80;
+  const row = MODULE_ROW_PX;
   const errs = modules.map((m) => m.error).filter((e) => finite(e) && e > 0);
   const hi = Math.log10(Math.max(...errs, 1e-300));
   const lo = Math.min(Math.log10(Math.min(...errs, 1)), hi - 1);
-  const len = (e: number): number => (!finite(e) ? barW : e <= 0 ? 0 : ((Math.log10(e) - lo) / (hi - lo)) * barW);
+  // percent of the bars column
+  const len = (e: number): number => (!finite(e) ? 100 : e <= 0 ? 0 : Math.min(Math.max(((Math.log10(e) - lo) / (hi - lo)) * 100, 0), 100));
   const bars = modules.map(
     (m, i) =>
-      html`<g><text x="${labelW - 6}" y="${i * row + 13}" text-anchor="end" fill="var(--vscode-foreground)" font-size="11">${m.module}</text><rect class="module" x="${labelW}" y="${i * row + 3}" width="${Math.max(len(m.error), 1).toFixed(1)}" height="${row - 6}" fill="var(--vscode-charts-red)"><title>${m.module}: ${fmt(m.error)}</title></rect><text x="${labelW + Math.max(len(m.error), 1) + 4}" y="${i * row + 13}" fill="var(--vscode-foreground)" font-size="10">${fmt(m.error)}</text></g>`,
+      html`<rect class="module" x="0" y="${i * row + 3}" width="${`${Math.max(len(m.error), 0.2).toFixed(2)}%`}" height="${row - 6}" fill="var(--vscode-charts-red)"><title>${m.module}: ${fmt(m.error)}</title></rect>`,
   );
-  return html`<figure class="chart module-chart"><svg role="img" viewBox="0 0 ${W} ${modules.length * row + 4}" width="100%" aria-label="divergence per module">${joinHtml(bars, "")}</svg>
+  const labels = modules.map((m) => html`<div class="module-row" title="${m.module}">${m.module}</div>`);
+  const values = modules.map((m) => html`<div class="module-row">${fmt(m.error)}</div>`);
+  return html`<figure class="chart module-chart"><div class="module-grid">
+<div class="module-labels">${joinHtml(labels, "")}</div>
+<svg class="module-bars" role="img" aria-label="divergence per module" width="100%" height="${modules.length * row}" xmlns="http://www.w3.org/2000/svg">${joinHtml(bars, "")}</svg>
+<div class="module-values">${joinHtml(values, "")}</div>
+</div>
 <figcaption>Largest difference from the single-process run per module, in call order (log scale).</figcaption></figure>`;
 }

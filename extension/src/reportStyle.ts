@@ -3,6 +3,13 @@
 /** The height of one rank row of the partition chart (its SVG rows and the label and value columns). */
 export const PARTITION_ROW_PX = 24;
 
+/**
+ * The height of one module row of the layer divergence chart, and its text size: CSS pixels, the same
+ * at any panel width (the chart's SVG has no viewBox that would scale them).
+ */
+export const MODULE_ROW_PX = 18;
+export const MODULE_TEXT_PX = 11;
+
 export const STYLE = `
 body { font-family: var(--vscode-font-family, sans-serif); font-size: var(--vscode-font-size, 13px); color: var(--vscode-foreground, #ccc); background: var(--vscode-editor-background, #1e1e1e); padding: 0 16px 24px; line-height: 1.45; }
 h1 { font-size: 1.4em; margin: 14px 0 4px; font-weight: 600; }
@@ -51,6 +58,11 @@ svg.partition-chart { display: block; width: 100%; }
 .partition-chart .seg.owned { fill: var(--vscode-charts-blue, #3794ff); }
 .partition-chart .seg.halo { fill: var(--vscode-charts-orange, #d18616); }
 .partition-chart .seg.remote { fill: var(--vscode-charts-lines, #888); opacity: .6; }
+.module-grid { display: grid; grid-template-columns: minmax(0, max-content) minmax(120px, 1fr) max-content; column-gap: 8px; margin: 4px 0; }
+.module-row { height: ${MODULE_ROW_PX}px; line-height: ${MODULE_ROW_PX}px; font-size: ${MODULE_TEXT_PX}px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.module-labels { text-align: right; max-width: 28em; }
+.module-values { color: var(--vscode-descriptionForeground, #999); }
+svg.module-bars { display: block; width: 100%; }
 .legend { font-size: .9em; color: var(--vscode-descriptionForeground, #999); }
 .sw { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; vertical-align: middle; }
 .sw.ok { background: var(--vscode-testing-iconPassed, #73c991); }

@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import { atomErrorChart, moduleDivergenceChart, type AtomErrorsData } from "../../extension/src/reportCharts";
 import { type ReportMessage, bestAttempt } from "../../extension/src/report";
 import { NOTHING } from "../../extension/src/reportMarkup";
+import { MODULE_ROW_PX, MODULE_TEXT_PX, STYLE } from "../../extension/src/reportStyle";
 import { renderReportHtml } from "../../extension/src/reportHtml";
 import { FIXTURES, message } from "./fixtures";
 
@@ -86,6 +87,31 @@ describe("moduleDivergenceChart", () => {
   it("draws nothing without modules", () => {
     assert.equal(moduleDivergenceChart([]), NOTHING);
   });
+  it("its text keeps a fixed CSS pixel size at any panel width: HTML rows beside an SVG without a viewBox", () => {
+    const chart = moduleDivergenceChart([
+      { module: "embed", error: 1e-9 },
+      { module: "interaction.0", error: 1e-3 },
+      { module: "readout", error: Infinity },
+    ]).toString();
+    const svg = /<svg class="module-bars"[^>]*>[\s\S]*?<\/svg>/.exec(chart)?.[0] ?? "";
+    assert.ok(svg, chart);
+    // a viewBox with width="100%" scales everything inside it, text included, with the panel's width
+    assert.doesNotMatch(svg, /viewBox/i);
+    assert.doesNotMatch(svg, /<text/);
+    assert.match(svg, new RegExp(`height="${3 * MODULE_ROW_PX}"`));
+    // the bars stretch instead: widths in percent of their column, the worst one the full column
+    const widths = [...svg.matchAll(/<rect class="module"[^>]* width="([^"]+)"/g)].map((m) => m[1] ?? "");
+    assert.equal(widths.length, 3);
+    assert.ok(widths.every((w) => /^\d+(\.\d+)?%$/.test(w)), widths.join(" "));
+    assert.equal(widths[2], "100.00%");
+    // names and values are HTML rows, sized by the stylesheet in px
+    assert.equal(count(chart, /<div class="module-row"/g), 6);
+    assert.match(chart, /<div class="module-row" title="interaction.0">interaction.0<\/div>/);
+    const rule = /\.module-row \{([^}]*)\}/.exec(STYLE)?.[1] ?? "";
+    assert.match(rule, new RegExp(`font-size: ${MODULE_TEXT_PX}px`));
+    assert.match(rule, new RegExp(`height: ${MODULE_ROW_PX}px`));
+    assert.doesNotMatch(rule, /em\b|%|vw/);
+  });
 });
 
 describe("the panel draws the charts", () => {
@@ -111,7 +137,8 @@ describe("the panel draws the charts", () => {
 
   it("the layer divergence section draws the module bars, the module name escaped", () => {
     const html = renderReportHtml(withAtomErrors(EVIL, "forces"), OPTIONS);
-    assert.equal(count(html, /<figure class="chart module-chart"><svg/g), 1);
+    assert.equal(count(html, /<figure class="chart module-chart"><div class="module-grid">/g), 1);
+    assert.equal(count(html, /<svg class="module-bars"/g), 1);
     assert.equal(count(html, /<rect class="module"/g), 1);
     assert.ok(!html.includes("<img"));
   });
