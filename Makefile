@@ -66,6 +66,8 @@ package: $(STAMP) $(NPM_STAMP)
 
 # real VS Code (code-server 4.100.3 + Debian Chromium, installed by tests/e2e/setup.sh, apt-get as root)
 # driven by playwright-core; screenshots and logs in tests/e2e/artifacts/. Fails when it cannot run.
-# The list of e2e files lives in one place: package.json's "test:e2e" (setup, package, build, run).
 test-e2e: $(STAMP) $(NPM_STAMP)
-	npm run test:e2e
+	tests/e2e/setup.sh
+	npm run package
+	node extension/esbuild.mjs --e2e
+	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/out/smoke.e2e.js tests/e2e/out/restricted.e2e.js tests/e2e/out/trust.e2e.js tests/e2e/out/scenario.e2e.js
