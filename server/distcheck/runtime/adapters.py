@@ -10,16 +10,18 @@ name (`from pkg.ops import mol_sum`). A dotted `attr_name` names an attribute fu
 `"sub.func"` (a function of a submodule) is patched the same way; `"Class.method"` (a plain,
 static or class method, e.g. a submodule class's `forward`, reached through `__call__`) is patched on
 the class, so every instance's calls go through it; `atom_arg` then counts the arguments after
-`self`/`cls`. `kind: "method"` is that last form declared as such: its attr_name must reach a method
-of a class (anything else is refused, naming what to write), and it goes through the reduction
-adapter, or through its `replacement` when one is given. Everything is restored on exit, even when the
-forward raises.
+`self`/`cls` (an atom tensor passed by keyword is found by its position in the signature; a
+submodule its package does not import is imported). `kind: "method"` is that last form declared as
+such: its attr_name must reach a method of a class (anything else is refused, naming what to
+write), and it goes through the reduction adapter, or through its `replacement` when one is given.
+Everything is restored on exit, even when the forward raises.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +31,7 @@ from typing import Any
 import torch
 
 from ..spec import HelperAdapter
+from .call_args import as_positional
 from .context import RankContext
 from .exchange import all_reduce_sum
 from .factory import FactoryError, load_object
@@ -81,13 +84,16 @@ def reduction_adapter(
     @functools.wraps(original)
     def adapted(*args: Any, **kwargs: Any) -> Any:
         ctx.count(name)
+        if position >= len(args):
+            args, kwargs = as_positional(original, args, kwargs)  # the atom tensor passed by keyword
         if position < len(args):
             args = tuple(_mask_atoms(a, entry.atom_dim, ctx) if i == position else a for i, a in enumerate(args))
         else:
             raise AdapterError(
                 f"{entry.module_path}.{entry.attr_name} was called with {len(args) - skip} positional arguments"
-                f"{' after self' if skip else ''}; atom_arg={entry.atom_arg} is out of range. Fix atom_arg in "
-                "third_party_helpers (pass the per-atom tensor positionally)"
+                f"{' after self' if skip else ''} (keywords counted at their positions); "
+                f"atom_arg={entry.atom_arg} is out of range. Fix atom_arg in third_party_helpers: the position "
+                f"of the per-atom tensor among the helper's parameters{' after self/cls' if skip else ''}, from 0"
             )
         return _reduce_result(original(*args, **kwargs), ctx)
 
@@ -140,6 +146,8 @@ def _resolve(entry: HelperAdapter) -> tuple[Any, str]:
     *path, last = entry.attr_name.split(".")
     walked = entry.module_path
     for part in path:
+        if isinstance(owner, types.ModuleType) and not hasattr(owner, part):
+            _import_submodule(f"{walked}.{part}")  # a submodule its package does not import itself
         if not hasattr(owner, part):
             raise AdapterError(
                 f"third_party_helpers: {walked} has no attribute {part!r}; check attr_name {entry.attr_name!r}"
@@ -154,6 +162,20 @@ def _resolve(entry: HelperAdapter) -> tuple[Any, str]:
     if not hasattr(owner, last):
         raise AdapterError(f"third_party_helpers: {walked} has no attribute {last!r}; check attr_name")
     return owner, last
+
+
+def _import_submodule(name: str) -> None:
+    """Import `name` when it is a submodule that exists; leave a missing one to the caller's message
+    (an import error raised inside an existing submodule is the user's and is reported as such)."""
+    try:
+        if importlib.util.find_spec(name) is None:
+            return
+    except (ImportError, ValueError):
+        return
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        raise AdapterError(f"third_party_helpers: cannot import {name!r} ({exc}); install what it needs") from exc
 
 
 def _patch_method(cls: type, attr: str, entry: HelperAdapter, ctx: RankContext) -> tuple[Any, bool] | None:

@@ -5,7 +5,8 @@ imported it by name) for the duration of a run, and so is every public method (p
 of every public class it defines, on that class: one it inherits from a class of a watched module
 too, set on the subclass and removed again, so a call is recorded under the class it was made through
 (`module.Class.method`; the record says `method: True`, and its argument positions count after
-`self`/`cls`). The first call and every `sample_every`-th call
+`self`/`cls`; a class nested in one is `module.Outer.Inner.method`; an argument passed by keyword is
+recorded at its position in the signature). The first call and every `sample_every`-th call
 after it are recorded with the shapes of their arguments and a summary of their result; on ranks
 the result of the same call with halo rows of the atom argument zeroed is recorded too, so the
 parent can tell a per-system reduction that needs an adapter from one that is already global.
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..runtime.call_args import as_positional
 from ..runtime.source import definition_site
 
 __all__ = ["HelperTracer", "import_watched"]
@@ -106,6 +108,7 @@ class HelperTracer:
             record["n_calls"] = k + 1
             out = fn(*args, **kwargs)
             if k == 0 or k % self.sample_every == 0:
+                args, kwargs = as_positional(fn, args, kwargs)  # a tensor passed by keyword, at its position
                 head, args = args[:skip], args[skip:]
                 atom = self._atom_arg(args)
                 sample: dict[str, Any] = {
@@ -199,9 +202,7 @@ def _public_methods(module: Any, homes: set[str]) -> Iterator[tuple[type, str, A
     """(class, method name, raw class attribute) of every public method of every public class `module`
     defines, looked up along the class's MRO through the classes of modules in `homes` only (a torch
     `nn.Module`'s own methods are not a package's helpers)."""
-    for cname, cls in list(vars(module).items()):
-        if cname.startswith("_") or not inspect.isclass(cls) or cls.__module__ != module.__name__:
-            continue
+    for cls in _public_classes(module):
         if issubclass(cls, torch.jit.ScriptModule):
             continue  # compiled: its Python methods are not what runs
         seen: set[str] = set()
@@ -214,6 +215,33 @@ def _public_methods(module: Any, homes: set[str]) -> Iterator[tuple[type, str, A
                 if home and not name.startswith("_"):
                     if isinstance(raw, (staticmethod, classmethod)) or inspect.isfunction(raw):
                         yield cls, name, raw
+
+
+def _public_classes(module: Any) -> Iterator[type]:
+    """Every public class `module` defines, and the public classes defined in their bodies (nested:
+    `Outer.Inner`, recorded under that qualified name, as a `method` entry's attr_name names them),
+    each once."""
+    home = module.__name__
+    pending = [
+        c
+        for n, c in list(vars(module).items())
+        if not n.startswith("_") and inspect.isclass(c) and c.__module__ == home
+    ]
+    seen: set[int] = set()
+    while pending:
+        cls = pending.pop(0)
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        yield cls
+        pending.extend(
+            value
+            for name, value in list(vars(cls).items())
+            if not name.startswith("_")
+            and inspect.isclass(value)
+            and value.__module__ == home
+            and value.__qualname__ == f"{cls.__qualname__}.{name}"  # defined there, not an alias
+        )
 
 
 def _source(fn: Callable[..., Any]) -> dict[str, Any] | None:
