@@ -144,10 +144,25 @@ describe("the panel draws the charts", () => {
   });
 
   for (const name of FIXTURES) {
-    it(`${name} without atom_errors: no per-atom section`, () => {
+    // the panel charts the per-atom records of the best attempt, else the last (renderAtomErrors)
+    const report = message(name).report;
+    const attempts = report.attempts ?? [];
+    const shown = bestAttempt(report) ?? attempts[attempts.length - 1];
+    const records = (shown?.atom_errors ?? []).filter((r) => (r.worst ?? []).length > 0 || (r.profile ?? []).length > 0);
+    const worst = records.reduce((n, r) => n + (r.worst ?? []).length, 0);
+    it(`${name}: a per-atom section exactly when its shown attempt has atom_errors (${records.length}), a point per worst atom (${worst})`, () => {
       const html = renderReportHtml(message(name), OPTIONS);
-      assert.ok(!html.includes('id="atom-errors"'));
-      assert.equal(count(html, /<circle class="atom"/g), 0);
+      assert.equal(html.includes('<section id="atom-errors">'), records.length > 0);
+      assert.equal(count(html, /<figure class="chart atom-chart">/g), records.length);
+      assert.equal(count(html, /<circle class="atom"/g), worst);
     });
   }
+  it("the fixtures hold both: reports with per-atom records and reports without", () => {
+    const has = FIXTURES.map((name) => {
+      const report = message(name).report;
+      const attempts = report.attempts ?? [];
+      return ((bestAttempt(report) ?? attempts[attempts.length - 1])?.atom_errors ?? []).length > 0;
+    });
+    assert.ok(has.includes(true) && has.includes(false), FIXTURES.join(", "));
+  });
 });

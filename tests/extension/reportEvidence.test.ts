@@ -4,8 +4,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { type AttemptJson, type ReportJson, bestAttempt } from "../../extension/src/report";
+import { Problems, Reader } from "../../extension/src/reportCheck";
+import { causeUnknown } from "../../extension/src/reportEvidence";
 import { renderReportHtml } from "../../extension/src/reportHtml";
-import { loadReport, message } from "./fixtures";
+import { FIXTURES, loadReport, message } from "./fixtures";
 
 const OPTIONS = { nonce: "N0NCE", cspSource: "vscode-webview://abc", scriptUri: "vscode-webview://abc/report.js" };
 const EVIL = "<img src=x onerror=alert(1)>";
@@ -199,15 +202,47 @@ describe("what was checked when the cause is unknown", () => {
   });
 });
 
-describe("evidence sections are absent without evidence", () => {
-  for (const name of ["helper_model_failed", "helper_model_autofix", "worker_error", "degenerate"]) {
+describe("evidence sections are present exactly when the report holds their evidence", () => {
+  // what each section reads (reportEvidence): unrouted ops of any attempt; suspicious outputs and rank
+  // disagreements of the best and the first attempt; "what was checked" when the best attempt failed
+  // with no cause named (causeUnknown)
+  function evidence(report: ReportJson): Record<string, boolean> {
+    const attempts = report.attempts ?? [];
+    const best = bestAttempt(report);
+    const shown = [best, attempts[0]].filter((a): a is AttemptJson => a !== undefined);
+    return {
+      unrouted: attempts.some((a) => (a.unrouted ?? []).length > 0),
+      suspicious: shown.some((a) => (a.suspicious ?? []).length > 0),
+      disagreements: shown.some((a) => (a.rank_disagreements ?? []).length > 0),
+      checked: best !== undefined && causeUnknown(new Reader(best as unknown as Json, "best", new Problems())),
+    };
+  }
+  for (const name of FIXTURES) {
     it(name, () => {
-      const html = renderReportHtml({ target: "t", specUri: null, report: loadReport(name), notice: null }, OPTIONS);
-      for (const id of ["unrouted", "suspicious", "disagreements", "checked"]) {
-        assert.ok(!html.includes(`<section id="${id}">`), `${name}: ${id}`);
+      const report = loadReport(name);
+      const html = renderReportHtml({ target: "t", specUri: null, report, notice: null }, OPTIONS);
+      for (const [id, present] of Object.entries(evidence(report))) {
+        assert.equal(html.includes(`<section id="${id}">`), present, `${name}: ${id}`);
       }
     });
   }
+
+  it("the fixtures show every section and lack every section somewhere", () => {
+    const all = FIXTURES.map((name) => evidence(loadReport(name)));
+    for (const id of ["unrouted", "suspicious", "disagreements", "checked"]) {
+      assert.ok(all.some((e) => e[id]) && all.some((e) => !e[id]), id);
+    }
+    // a report with no evidence at all: no section
+    assert.ok(all.some((e) => Object.values(e).every((present) => !present)));
+  });
+
+  it("the undeclared TorchScript helper's own aggregation is named as inside it, not as a bare unrouted op", () => {
+    const s = section(render("helper_model_failed"), "unrouted");
+    assert.match(s, /<code>aten\.index_add<\/code>/);
+    assert.match(s, /inside the undeclared helper <code>examples\.thirdparty\.nbops\.mol_sum<\/code>/);
+    const fixed = section(render("helper_model_autofix"), "unrouted");
+    assert.match(fixed, /inside helper <code>examples\.thirdparty\.nbops\.mol_sum<\/code>: its adapter routes it/);
+  });
 
   it("new fixtures render with no error line", () => {
     for (const name of ["unrouted_fixed", "unrouted_python", "rank_disagreement", "suspicious", "receptive_fixed", "unknown_cause"]) {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type ReportMessage, summarize } from "../../extension/src/report";
+import { type ReportMessage, headline, stateOf, summarize } from "../../extension/src/report";
 import {
   escapeHtml,
   fileUriToPath,
@@ -13,6 +13,7 @@ import {
   partitionComposition,
   renderReportHtml,
 } from "../../extension/src/reportHtml";
+import { STATE_LABEL } from "../../extension/src/reportSections";
 import { FIXTURES, loadReport, message } from "./fixtures";
 
 const OPTIONS = { nonce: "TESTNONCE123", cspSource: "vscode-webview://abc", scriptUri: "vscode-webview://abc/report.js" };
@@ -90,7 +91,11 @@ describe("renderReportHtml on real reports", () => {
   it("shows the verdict, next action, attempts, outputs chart, helper and layer divergence of a failed run", () => {
     const html = renderReportHtml(message("helper_model_failed", "helper_model"), OPTIONS);
     assert.match(html, /id="verdict">✗ failed</);
-    assert.match(html, /undeclared per-system helper examples\.thirdparty\.nbops\.mol_sum/);
+    // the headline is the first line of the report's next_action (the engine's words, whatever they are)
+    const first = headline(loadReport("helper_model_failed"));
+    assert.ok(first, "the fixture's next_action has a first line");
+    assert.ok(html.includes(`<p class="headline" id="headline">${escapeHtml(first)}</p>`), first);
+    assert.match(html, /<div class="helper flagged" data-helper="examples\.thirdparty\.nbops\.mol_sum">/);
     assert.match(html, /<table class="attempts">/);
     assert.match(html, /halo_scatter_correction\[index_add\]<\/code> ×4/);
     assert.match(html, /class="chart diff-chart"/);
@@ -126,8 +131,12 @@ describe("renderReportHtml on real reports", () => {
   });
 
   it("shows a passing auto-fixed run without a Declare adapter button", () => {
+    const report = loadReport("helper_model_autofix");
     const html = renderReportHtml(message("helper_model_autofix", "helper_model"), OPTIONS);
-    assert.match(html, /id="verdict">✓ passed</);
+    // passed only after auto-fix: its own state and badge, "Apply best spec" the primary button
+    assert.equal(stateOf(report), "passed_after_fix");
+    assert.ok(html.includes(`<span class="badge passed_after_fix" id="verdict">${escapeHtml(STATE_LABEL.passed_after_fix)}</span>`));
+    assert.equal(/data-action="(\w+)"/.exec(html.slice(html.indexOf('<div class="actions">')))?.[1], "applyBestSpec");
     assert.match(html, /Fix applied: /);
     assert.match(html, /adapter declared/);
     assert.equal(dataArgs(html, "declareAdapter").length, 0);
@@ -145,7 +154,14 @@ describe("renderReportHtml on real reports", () => {
     for (const f of frames) {
       assert.ok(links.some((l) => l.file === f.file && l.line === f.line), `${f.file}:${f.line}`);
     }
-    assert.match(html, /<li class="user"><a href="#" data-action="openFile" data-args="\{&quot;file&quot;:&quot;\/tmp\/fx\/buggy_models\.py&quot;,&quot;line&quot;:14\}"/);
+    // the user's frame (the error's user_frame, in the model file) is marked; the library frames are not
+    const user = report.attempts[0]?.error?.user_frame;
+    assert.equal(user?.file, "/tmp/fx/buggy_models.py");
+    assert.ok(frames.some((f) => f.file === user?.file && f.line === user?.line));
+    assert.equal((html.match(/<li class="user">/g) ?? []).length, 1);
+    assert.ok(
+      html.includes(`<li class="user"><a href="#" data-action="openFile" data-args="{&quot;file&quot;:&quot;/tmp/fx/buggy_models.py&quot;,&quot;line&quot;:${user?.line}}"`),
+    );
     assert.match(html, /Shape mismatch during the forward on rank 1/);
   });
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { type AttemptJson, type ReportJson, bestAttempt, summarize, verdictOf } from "../../extension/src/report";
+import { type AttemptJson, type ReportJson, bestAttempt, headline, summarize, verdictOf } from "../../extension/src/report";
 import { StatusModel, statusView, targetFromProgressTitle, verdictText } from "../../extension/src/status";
 import { loadReport } from "./fixtures";
 
@@ -18,7 +18,9 @@ describe("status text per verdict", () => {
   it("from real reports", () => {
     const text = (name: string): string => verdictText("t", summarize(loadReport(name)));
     assert.equal(text("helper_model_failed"), "✗ t: 3 outputs failing");
-    assert.equal(text("helper_model_autofix"), "✓ t");
+    // passed only after auto-fix (state passed_after_fix): the fix is not in the spec on disk yet
+    assert.equal(text("helper_model_autofix"), "$(lightbulb) t: fix available — apply");
+    assert.equal(text("receptive_fixed"), "✓ t");
     assert.equal(text("degenerate"), "⚠ t: inconclusive");
     assert.equal(text("worker_error"), "✗ t: error");
   });
@@ -63,11 +65,13 @@ describe("status bar view", () => {
     assert.equal(statusView(model).text, "$(sync~spin) Distcheck helper_model: starting");
     model.step("helper_model", "attempt 1/8: initial spec");
     assert.equal(statusView(model).text, "$(sync~spin) Distcheck helper_model: attempt 1/8: initial spec");
-    model.reported("helper_model", summarize(loadReport("helper_model_failed")));
+    const report = loadReport("helper_model_failed");
+    model.reported("helper_model", summarize(report));
     const view = statusView(model);
     assert.equal(view.text, "✗ helper_model: 3 outputs failing");
     assert.equal(view.tone, "error");
-    assert.match(view.tooltip, /undeclared per-system helper/);
+    // the tooltip carries the report's headline (the first line of its next_action)
+    assert.ok(headline(report) && view.tooltip.includes(headline(report)), view.tooltip);
   });
 
   it("shows the most recent target and lists the others in the tooltip", () => {
@@ -79,6 +83,10 @@ describe("status bar view", () => {
     assert.equal(view.tone, "warning");
     assert.match(view.tooltip, /✗ a: 3 outputs failing/);
     model.reported("a", summarize(loadReport("helper_model_autofix")));
+    view = statusView(model);
+    assert.equal(view.text, "$(lightbulb) a: fix available — apply");
+    assert.equal(view.tone, "warning");
+    model.reported("a", summarize(loadReport("receptive_fixed")));
     view = statusView(model);
     assert.equal(view.text, "✓ a");
     assert.equal(view.tone, "normal");

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 
 from distcheck.lsp import locate
 from distcheck.lsp.config import read_disk
@@ -50,6 +51,12 @@ def _context(examples: Path, spec_text: str | None = None, **kw: Any) -> PlaceCo
     return PlaceContext(**{**fields, **kw})
 
 
+def _data(d: types.Diagnostic) -> dict[str, Any]:
+    """The diagnostic's data (every distcheck diagnostic carries an object)."""
+    assert isinstance(d.data, dict), d
+    return d.data
+
+
 def _line(path: Path, needle: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines()) if needle in line)
 
@@ -79,19 +86,21 @@ def test_failed_helper_report(examples: Path) -> None:
             *[("helper_model.py", def_line, "failing-output")] * 3,
             *[("helper_model.py", line, "undeclared-helper") for line in calls],
             ("helper_readout.py", _line(readout, "class MoleculeEnergyReadout"), "first-divergent-module"),
+            # the partial sums of mol_sum make the ranks disagree on the replicated energy, from readout on
+            ("helper_readout.py", _line(readout, "class MoleculeEnergyReadout"), "rank-disagreement"),
             ("helper_readout.py", _line(readout, "return mol_sum("), "undeclared-helper"),
             ("thirdparty/nbops.py", _line(nbops, "def mol_sum"), "undeclared-helper"),
         ]
     )
     failing = [d for d in out[str(model)] if d.code == "failing-output"]
-    energy = next(d for d in failing if d.data["output"] == "energy")
-    assert "max abs diff 0.134 (atol 1e-05)" in full_text(energy) and "max rel diff 0.109 (rtol 0.0001)" in full_text(
-        energy
-    )
+    energy = next(d for d in failing if _data(d)["output"] == "energy")
+    verdict = _report("helper_model_failed", examples).attempts[0].verdicts["energy"]
+    assert f"max abs diff {verdict.max_abs_diff:.3g} (atol 1e-05)" in full_text(energy)
+    assert f"max rel diff {verdict.max_rel_diff:.3g} (rtol 0.0001)" in full_text(energy)
     assert "attempt 1" in full_text(energy) and "What to do: FAIL" in full_text(energy)
-    assert "edits" not in energy.data, "no auto-fix passed, so no fix is offered"
+    assert "edits" not in _data(energy), "no auto-fix passed, so no fix is offered"
     (definition,) = out[str(nbops)]
-    assert definition.data["remedy"]["attr_name"] == "mol_sum" and definition.data["target"] == "helper_model"
+    assert _data(definition)["remedy"]["attr_name"] == "mol_sum" and _data(definition)["target"] == "helper_model"
     line = nbops.read_text().splitlines()[definition.range.start.line]
     assert line[definition.range.start.character : definition.range.end.character] == "mol_sum"
     module = next(d for d in out[str(readout)] if d.code == "first-divergent-module")
@@ -103,8 +112,8 @@ def test_auto_fixed_report_with_and_without_a_spec_file(examples: Path) -> None:
     out = report_diagnostics(report, _context(examples))
     model = str(examples / "helper_model.py")
     (fix,) = [d for d in out[model] if d.code == "spec-fix"]
-    assert fix.data["rule"] == "declare_helper_adapter" and fix.data["spec"] == report.spec.to_dict()
-    assert fix.data["edits"] == [
+    assert _data(fix)["rule"] == "declare_helper_adapter" and _data(fix)["spec"] == report.spec.to_dict()
+    assert _data(fix)["edits"] == [
         {
             "op": "append",
             "path": ["distribution", "third_party_helpers"],
@@ -129,25 +138,37 @@ def test_auto_fixed_report_with_and_without_a_spec_file(examples: Path) -> None:
 
 
 def test_worker_error_degenerate_and_halo(examples: Path, tmp_path: Path) -> None:
-    out = report_diagnostics(_report("worker_error", examples), _context(examples))
+    def worker_error(user: Path) -> TraceReport:
+        """The fixture with its user file (recorded in /tmp/fx) moved to `user`."""
+        text = (FIXTURES / "worker_error.json").read_text().replace("/tmp/fx/", f"{user}/")
+        return TraceReport.from_json(text.replace("/work/main/examples/", f"{examples}/"))
+
+    # the rank stores the innermost frame in the user's code (user_frame); while that file cannot be
+    # read the diagnostic stays on the factory
+    out = report_diagnostics(worker_error(tmp_path / "gone"), _context(examples))
     model = examples / "helper_model.py"
     (error,) = out[str(model)]
     assert error.code == "worker-error" and error.range.start.line == _line(model, "def model_factory")
     assert error.message.startswith(
         "RuntimeError on rank 1 during forward"
     ) and "What to do: Shape mismatch" in full_text(error)
-    # the innermost frame in the user's code wins when it is in the workspace
+    # where it can, the diagnostic lands on the stored frame's line of the user's file
     user = tmp_path / "fx"
     user.mkdir()
-    (user / "buggy_models.py").write_text("\n" * 13 + "    x = a + b\n")
-    text = (FIXTURES / "worker_error.json").read_text().replace("/tmp/fx/", f"{user}/")
-    report = TraceReport.from_json(text)
-    error = next(a.error for a in report.attempts if a.error is not None)
-    assert error.user_frame is None  # the fixture predates the stored frame: placed on the factory above
-    error.user_frame = Frame(str(user / "buggy_models.py"), 14, "forward")  # what the rank now stores
+    report = worker_error(user)
+    stored = next(a.error for a in report.attempts if a.error is not None)
+    assert stored.user_frame is not None and stored.user_frame.file == str(user / "buggy_models.py")
+    line = stored.user_frame.line
+    (user / "buggy_models.py").write_text("\n" * (line - 1) + "    x = a + b\n")
     out = report_diagnostics(report, _context(examples, roots=[str(examples), str(user)]))
     (error,) = out[str(user / "buggy_models.py")]
-    assert (error.range.start.line, error.range.start.character, error.range.end.character) == (13, 4, 13)
+    assert (error.range.start.line, error.range.start.character, error.range.end.character) == (line - 1, 4, 13)
+    # the stored frame is used as it is, never re-derived from the traceback
+    stored.user_frame = Frame(str(user / "buggy_models.py"), line + 2, "forward")
+    (user / "buggy_models.py").write_text("\n" * (line + 1) + "    y = c\n")
+    out = report_diagnostics(report, _context(examples, roots=[str(examples), str(user)]))
+    (error,) = out[str(user / "buggy_models.py")]
+    assert (error.range.start.line, error.range.start.character, error.range.end.character) == (line + 1, 4, 9)
 
     degenerate = _report("degenerate", examples)
     degenerate.target = {"sample": {"file": str(model), "line": 1, "qualname": "sample_batch"}}
@@ -175,8 +196,8 @@ def test_passed_report_without_spec_is_spec_missing_and_with_spec_is_clean(examp
     report.best_index = 0  # the report's own best attempt, which every reader uses
     out = report_diagnostics(report, _context(examples))
     (d,) = out[str(examples / "helper_model.py")]
-    assert d.code == "spec-missing" and d.data["spec"] == report.spec.to_dict()
-    assert d.data["specPath"].endswith("helper_model.distspec.json")
+    assert d.code == "spec-missing" and _data(d)["spec"] == report.spec.to_dict()
+    assert _data(d)["specPath"].endswith("helper_model.distspec.json")
     assert report_diagnostics(report, _context(examples, spec_text=report.spec.to_json())) == {}
 
 
