@@ -9,8 +9,11 @@ reported as divergent.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import math
+import types
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -90,43 +93,85 @@ class LayerRecorder:
 
 
 _MAX_DEPTH = 4
+_MODULE_STATE = frozenset(vars(torch.nn.Module()))
+"""The attributes torch keeps on every module (its parameters, buffers, sub-modules, hooks): not the
+user's, never searched for held modules."""
+
+
+def _slots(value: Any) -> list[tuple[str, Any]]:
+    """The `__slots__` attributes an object has set (a `@dataclass(slots=True)`'s fields)."""
+    items: list[tuple[str, Any]] = []
+    for klass in type(value).__mro__:
+        names = klass.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
+                items.append((name, getattr(value, name)))
+    return items
+
+
+def _members(value: Any) -> list[tuple[str, Any]]:
+    """What a non-module value holds, each under the name a path to it uses (`""`: the same path, for a
+    bound method's object): a mapping's items, a sequence's elements, a `functools.partial`'s function
+    and arguments, a function's closure cells and attributes, an object's attributes and slots."""
+    if isinstance(value, Mapping):
+        return [(str(k), v) for k, v in value.items()]
+    if isinstance(value, (list, tuple, collections.deque)):
+        return [(str(i), v) for i, v in enumerate(value)]
+    if isinstance(value, functools.partial):
+        return [("func", value.func), ("args", value.args), ("keywords", value.keywords)]
+    if isinstance(value, types.MethodType):
+        return [("", value.__self__)]
+    if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
+        return []
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, types.FunctionType):
+        for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (), strict=False):
+            try:
+                items.append((name, cell.cell_contents))
+            except ValueError:  # a cell not yet filled
+                continue
+    if hasattr(value, "__dict__"):
+        items.extend(vars(value).items())
+    return items + _slots(value)
 
 
 def held_modules(obj: Any) -> list[tuple[str, torch.nn.Module]]:
     """Every nn.Module `obj` reaches, named by the path to it, each module once, the root itself left
-    out. A module's own sub-modules come from `named_modules()`; a wrapper that is not a module (a
-    predict unit, a calculator) is searched through its attributes and the lists, tuples and dicts
-    they hold, a few levels deep, so its modules are hooked too."""
+    out. A module's own sub-modules come from `named_modules()`, and the containers its attributes hold
+    (a plain list of modules torch never registered) are searched too; a wrapper that is not a module
+    (a predict unit, a calculator, a closure, a `functools.partial`, a bound `forward`) is searched
+    through its attributes, slots, closure cells and the lists, tuples and dicts they hold, a few
+    levels deep, so its modules are hooked too."""
     found: list[tuple[str, torch.nn.Module]] = []
     seen: set[int] = set()
 
-    def add_module(prefix: str, module: torch.nn.Module) -> None:
+    def join(prefix: str, key: str) -> str:
+        return ".".join(p for p in (prefix, key) if p)
+
+    def add_module(prefix: str, module: torch.nn.Module, depth: int, visited: set[int]) -> None:
+        added: list[tuple[str, torch.nn.Module]] = []
         for sub_name, sub in module.named_modules():
             if id(sub) in seen:
                 continue
             seen.add(id(sub))
-            name = ".".join(p for p in (prefix, sub_name) if p)
+            name = join(prefix, sub_name)
+            added.append((name, sub))
             if name:
                 found.append((name, sub))
+        for name, sub in added:  # registered modules keep their own names; then what attributes hold
+            for key, item in list(vars(sub).items()):
+                if key not in _MODULE_STATE and not isinstance(item, torch.nn.Module):
+                    walk(join(name, key), item, depth + 1, visited)
 
     def walk(prefix: str, value: Any, depth: int, visited: set[int]) -> None:
         if isinstance(value, torch.nn.Module):
-            add_module(prefix, value)
+            add_module(prefix, value, depth, visited)
             return
         if depth > _MAX_DEPTH or id(value) in visited or isinstance(value, (str, bytes, torch.Tensor)):
             return
         visited.add(id(value))
-        items: list[tuple[str, Any]]
-        if isinstance(value, Mapping):
-            items = [(str(k), v) for k, v in value.items()]
-        elif isinstance(value, (list, tuple)):
-            items = [(str(i), v) for i, v in enumerate(value)]
-        elif hasattr(value, "__dict__") and not isinstance(value, type):
-            items = list(vars(value).items())
-        else:
-            return
-        for key, item in items:
-            walk(f"{prefix}.{key}" if prefix else key, item, depth + 1, visited)
+        for key, item in _members(value):
+            walk(join(prefix, key), item, depth + 1, visited)
 
     walk("", obj, 0, set())
     return found
