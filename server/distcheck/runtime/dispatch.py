@@ -32,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..spec import CustomOp
 from . import edge_handlers, reduce_handlers
+from .call_args import op_positions
 from .context import RankContext
 from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
 from .kernel_calls import kernel_call
@@ -169,7 +170,7 @@ class HandlerMode(TorchFunctionMode):
         finally:
             PythonLevel.opaque.pop()
             PythonLevel.depth = saved
-        found = kernel_call(self.ctx, name, args, kwargs, out)
+        found = kernel_call(self.ctx, name, args, kwargs, out, op_positions(func, len(args), kwargs))
         if found is not None:
             self.ctx.count(f"unintercepted[{name}]")
             record_unrouted(self.ctx, name, found[0], "custom_op", function=name, kernel=found[1])
@@ -246,16 +247,20 @@ class HandlerMode(TorchFunctionMode):
     def _custom_op(self, op: CustomOp, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         ctx = self.ctx
         ctx.count(f"custom_op[{op.op}]")
-        new_args = list(args)
+        slots: dict[int, tuple[Any, Any]] = {}  # position → (the list or dict holding it, its key there)
+        new_args, new_kwargs = list(args), dict(kwargs)
+        slots.update((i, (new_args, i)) for i in range(len(new_args)))
+        slots.update((i, (new_kwargs, k)) for k, i in op_positions(func, len(args), kwargs).items())
         for key, transform in op.arg_transforms.items():
-            i = int(key)
-            if i >= len(new_args) or not isinstance(new_args[i], torch.Tensor) or transform == "none":
+            slot = slots.get(int(key))
+            if slot is None or not isinstance(slot[0][slot[1]], torch.Tensor) or transform == "none":
                 continue
+            holder, at = slot
             if transform == "gather_inputs" and ctx.distributed:
-                new_args[i] = halo_forward(new_args[i], ctx)
+                holder[at] = halo_forward(holder[at], ctx)
             elif transform == "slice_owned":
-                new_args[i] = new_args[i][ctx.row_mask(int(new_args[i].shape[0]), new_args[i])]
-        out = func(*new_args, **kwargs)
+                holder[at] = holder[at][ctx.row_mask(int(holder[at].shape[0]), holder[at])]
+        out = func(*new_args, **new_kwargs)
         single = isinstance(out, torch.Tensor)
         outs = [out] if single else list(out)
         for key, transform in op.output_transforms.items():

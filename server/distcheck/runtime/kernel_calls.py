@@ -10,6 +10,9 @@ it returns per-system rows from per-atom or per-edge ones (atoms/edges → syste
 `owned_complete` no transform fits: its halo rows would need a refresh only). A kernel that maps per-atom rows
 to per-atom rows (elementwise) or gathers atoms into edges aggregates nothing and needs no entry.
 
+A tensor passed by keyword is placed at its index in the kernel's schema, the position the entry's
+transforms use (the handler reaches it there too).
+
 The entry: atoms → systems slices every per-atom argument to the owned rows and sums the per-system
 outputs over ranks; edges → systems (each edge on one rank under `halo_correction`) only sums the
 outputs; edges → atoms refreshes the per-atom arguments' halo rows and sends the per-atom outputs'
@@ -35,9 +38,14 @@ def _flat(value: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
     return []
 
 
-def _arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[tuple[str, torch.Tensor]]:
+def _arguments(
+    args: Sequence[Any], kwargs: Mapping[str, Any], positions: Mapping[str, int]
+) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor argument under its position: a keyword at its index in the kernel's schema
+    (`positions`), one the schema does not name under its keyword."""
     found = [t for i, a in enumerate(args) for t in _flat(a, str(i))]
-    return found + [t for k, v in kwargs.items() for t in _flat(v, k)]
+    found += [t for k, v in kwargs.items() for t in _flat(v, str(positions[k]) if k in positions else k)]
+    return sorted(found, key=lambda t: (not t[0].isdigit(), int(t[0]) if t[0].isdigit() else 0))
 
 
 def _outputs(out: Any) -> list[tuple[str, torch.Tensor]]:
@@ -117,8 +125,8 @@ def _entry(
     keyword = [t["position"] for t in ins if not t["position"].isdigit() and t["role"] in ("per_atom", "per_edge")]
     if keyword:
         return None, (
-            f"the per-atom or per-edge argument {', '.join(keyword)} is passed by keyword, which custom_ops "
-            "transforms cannot reach: pass it by position, then validate again"
+            f"the per-atom or per-edge argument {', '.join(keyword)} is passed by a keyword the kernel's schema "
+            "does not name, so no custom_ops position reaches it: pass it by position, then validate again"
         )
     args: dict[str, str] = {}
     outputs: dict[str, str] = {}
@@ -161,13 +169,20 @@ def _ordered(transforms: Mapping[str, str]) -> dict[str, str]:
 
 
 def kernel_call(
-    ctx: RankContext, name: str, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
+    ctx: RankContext,
+    name: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    out: Any,
+    positions: Mapping[str, int] | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """`(aggregation, KernelCall fields)` of one call of the undeclared kernel `name` on this rank, or
-    None when it aggregates nothing across atoms or edges (elementwise, a gather, replicated data)."""
+    None when it aggregates nothing across atoms or edges (elementwise, a gather, replicated data).
+    `positions`: each keyword argument's index in the kernel's schema (`call_args.op_positions`), so a
+    tensor passed by keyword gets the entry's position key; one without is refused by name."""
     if ctx.num_local <= ctx.num_systems:
         return None  # rows cannot tell atoms from systems
-    given = _arguments(args, kwargs)
+    given = _arguments(args, kwargs, positions or {})
     returned = _outputs(out)
     with ctx.handlers_suspended():
         edges = _edge_counts(ctx, [t for _, t in given]) - {ctx.num_systems}
