@@ -299,5 +299,5 @@ class TraceReport(Record):
 
     def log_summary(self, logger: SummaryLogger, *, prefix: str = "distcheck: ") -> None:
         """The lines of `render_text` written to `logger` (stdlib `logging` or loguru-style: anything with
-        `info` / `warning` / `error`): see `distcheck.report.log_summary.log_summary`."""
+        `info`; `warning` / `error` used when it has them): see `distcheck.report.log_summary.log_summary`."""
         log_summary(self, logger, prefix=prefix)
