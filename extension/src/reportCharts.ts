@@ -6,7 +6,7 @@
  */
 
 import { fmt, html, joinHtml, NOTHING, type SafeHtml } from "./reportMarkup";
-import { MODULE_ROW_PX } from "./reportStyle";
+import { ATOM_PLOT_PX, MODULE_ROW_PX } from "./reportStyle";
 
 /** One of the worst atoms of `report.atoms.AtomErrors`. */
 export interface WorstAtomData {
@@ -35,34 +35,42 @@ export interface ModuleError {
   error: number;
 }
 
-const W = 640;
-const H = 220;
-const PAD = { left: 56, right: 12, top: 12, bottom: 36 };
 const RANK_COLOURS = [
-  "var(--vscode-charts-blue)",
-  "var(--vscode-charts-orange)",
-  "var(--vscode-charts-green)",
-  "var(--vscode-charts-purple)",
-  "var(--vscode-charts-red)",
-  "var(--vscode-charts-yellow)",
+  "var(--vscode-charts-blue, #3794ff)",
+  "var(--vscode-charts-orange, #d18616)",
+  "var(--vscode-charts-green, #89d185)",
+  "var(--vscode-charts-purple, #b180d7)",
+  "var(--vscode-charts-red, #f14c4c)",
+  "var(--vscode-charts-yellow, #cca700)",
 ];
 const AXES = ["a", "b", "c"];
 const COMPONENTS = ["x", "y", "z"];
+/** Room above the largest |Δ| in the plot, in percent of its height, so the top points are not cut. */
+const TOP_INSET = 5;
 
 /** The theme colour of rank `rank` (cycled over the chart palette). */
 export function rankColour(rank: number): string {
-  return RANK_COLOURS[((rank % RANK_COLOURS.length) + RANK_COLOURS.length) % RANK_COLOURS.length] ?? "var(--vscode-foreground)";
+  return RANK_COLOURS[((rank % RANK_COLOURS.length) + RANK_COLOURS.length) % RANK_COLOURS.length] ?? "var(--vscode-foreground, #ccc)";
 }
 
 function finite(x: number): boolean {
   return typeof x === "number" && Number.isFinite(x);
 }
 
+function pct(value: number): string {
+  return `${value.toFixed(2)}%`;
+}
+
 /**
  * The |Δ| chart of one per-atom output: one `<circle class="atom">` per worst atom (an infinite |Δ| is
  * drawn at the top edge), one `<rect class="owned">` per rank and, when the ranks hold halos, one
- * `<rect class="halo">` on each inner side of each slab; the binned profile as a step line. Returns
- * NOTHING when there is nothing to draw.
+ * `<rect class="halo">` on each inner side of each slab; the binned profile as a step line of
+ * `<line class="profile">` segments. Returns NOTHING when there is nothing to draw.
+ *
+ * Like the module chart, nothing in it is scaled with the panel: the plot is an SVG with no viewBox,
+ * `ATOM_PLOT_PX` high and as wide as its column, every mark placed in percent of it (the points keep
+ * their pixel radius, so they stay round), and the axis text is HTML around it (`.atom-tick`,
+ * `.atom-axis`), sized in CSS pixels by the stylesheet.
  */
 export function atomErrorChart(data: AtomErrorsData): SafeHtml {
   if (!(data.length > 0) || (!data.worst.length && !data.profile.length)) {
@@ -70,16 +78,15 @@ export function atomErrorChart(data: AtomErrorsData): SafeHtml {
   }
   const values = [...data.worst.map((w) => w.abs_diff), ...data.profile].filter(finite);
   const top = Math.max(...values, 0) || 1;
-  const plotW = W - PAD.left - PAD.right;
-  const plotH = H - PAD.top - PAD.bottom;
-  const x = (u: number): number => PAD.left + (Math.min(Math.max(u, 0), data.length) / data.length) * plotW;
-  const y = (d: number): number => PAD.top + plotH - (finite(d) ? Math.min(d / top, 1) : 1) * plotH;
+  // percent of the plot's width and height
+  const x = (u: number): number => (Math.min(Math.max(u, 0), data.length) / data.length) * 100;
+  const y = (d: number): number => TOP_INSET + (1 - (finite(d) ? Math.min(Math.max(d / top, 0), 1) : 1)) * (100 - TOP_INSET);
   const halo = data.halo_width ?? 0;
   const bands: SafeHtml[] = [];
   for (const r of data.ranks) {
     const colour = rankColour(r.rank);
     bands.push(
-      html`<rect class="owned" data-rank="${r.rank}" x="${x(r.lo).toFixed(1)}" y="${PAD.top}" width="${(x(r.hi) - x(r.lo)).toFixed(1)}" height="${plotH}" fill="${colour}" fill-opacity="0.08"><title>rank ${r.rank} owns [${fmt(r.lo)}, ${fmt(r.hi)}) Å</title></rect>`,
+      html`<rect class="owned" data-rank="${r.rank}" x="${pct(x(r.lo))}" y="0" width="${pct(Math.max(x(r.hi) - x(r.lo), 0))}" height="100%" fill="${colour}" fill-opacity="0.08"><title>rank ${r.rank} owns [${fmt(r.lo)}, ${fmt(r.hi)}) Å</title></rect>`,
     );
     if (halo > 0 && data.ranks.length > 1) {
       const sides: Array<[number, number]> = [
@@ -91,31 +98,39 @@ export function atomErrorChart(data: AtomErrorsData): SafeHtml {
           continue;
         }
         bands.push(
-          html`<rect class="halo" data-rank="${r.rank}" x="${x(lo).toFixed(1)}" y="${PAD.top}" width="${Math.max(x(hi) - x(lo), 0).toFixed(1)}" height="${plotH}" fill="${colour}" fill-opacity="0.18"><title>rank ${r.rank} halo, ${fmt(halo)} Å deep</title></rect>`,
+          html`<rect class="halo" data-rank="${r.rank}" x="${pct(x(lo))}" y="0" width="${pct(Math.max(x(hi) - x(lo), 0))}" height="100%" fill="${colour}" fill-opacity="0.18"><title>rank ${r.rank} halo, ${fmt(halo)} Å deep</title></rect>`,
         );
       }
     }
   }
   const n = data.profile.length;
-  const steps = data.profile
-    .map((d, i) => `${x((i / n) * data.length).toFixed(1)},${y(d).toFixed(1)} ${x(((i + 1) / n) * data.length).toFixed(1)},${y(d).toFixed(1)}`)
-    .join(" ");
+  const steps: SafeHtml[] = [];
+  data.profile.forEach((d, i) => {
+    const x0 = pct(x((i / n) * data.length));
+    const x1 = pct(x(((i + 1) / n) * data.length));
+    const level = pct(y(d));
+    const prev = i > 0 ? data.profile[i - 1] : undefined;
+    if (prev !== undefined && y(prev) !== y(d)) {
+      steps.push(html`<line class="profile riser" x1="${x0}" y1="${pct(y(prev))}" x2="${x0}" y2="${level}"/>`);
+    }
+    steps.push(html`<line class="profile" x1="${x0}" y1="${level}" x2="${x1}" y2="${level}"/>`);
+  });
   const profile = n
-    ? html`<polyline class="profile" points="${steps}" fill="none" stroke="var(--vscode-descriptionForeground)" stroke-width="1"/>`
+    ? html`<g class="profile" stroke="var(--vscode-descriptionForeground, #999)" stroke-width="1">${joinHtml(steps, "")}</g>`
     : NOTHING;
   const points = data.worst.map(
     (w) =>
-      html`<circle class="atom" data-rank="${w.rank}" cx="${x(w.position).toFixed(1)}" cy="${y(w.abs_diff).toFixed(1)}" r="4" fill="${rankColour(w.rank)}"><title>atom ${w.index}, component ${COMPONENTS[w.component] ?? String(w.component)}: |Δ| ${fmt(w.abs_diff)} (rank ${w.rank}, ${fmt(w.position)} Å)</title></circle>`,
+      html`<circle class="atom" data-rank="${w.rank}" cx="${pct(x(w.position))}" cy="${pct(y(w.abs_diff))}" r="4" fill="${rankColour(w.rank)}"><title>atom ${w.index}, component ${COMPONENTS[w.component] ?? String(w.component)}: |Δ| ${fmt(w.abs_diff)} (rank ${w.rank}, ${fmt(w.position)} Å)</title></circle>`,
   );
   const axisName = AXES[data.axis] ?? String(data.axis);
-  return html`<figure class="chart atom-chart"><svg role="img" viewBox="0 0 ${W} ${H}" width="100%" aria-label="|Δ| of ${data.output} along the cut axis">
+  return html`<figure class="chart atom-chart"><div class="atom-grid">
+<div class="atom-y"><span class="atom-tick">${fmt(top)}</span><span class="atom-tick">0</span></div>
+<svg class="atom-plot" role="img" aria-label="|Δ| of ${data.output} along the cut axis" width="100%" height="${ATOM_PLOT_PX}" xmlns="http://www.w3.org/2000/svg">
 <g class="bands">${joinHtml(bands, "")}</g>
-<line x1="${PAD.left}" y1="${PAD.top + plotH}" x2="${W - PAD.right}" y2="${PAD.top + plotH}" stroke="var(--vscode-foreground)"/>
-<line x1="${PAD.left}" y1="${PAD.top}" x2="${PAD.left}" y2="${PAD.top + plotH}" stroke="var(--vscode-foreground)"/>
-<text x="${PAD.left - 4}" y="${PAD.top + 10}" text-anchor="end" fill="var(--vscode-foreground)" font-size="10">${fmt(top)}</text>
-<text x="${PAD.left - 4}" y="${PAD.top + plotH}" text-anchor="end" fill="var(--vscode-foreground)" font-size="10">0</text>
-<text x="${W / 2}" y="${H - 6}" text-anchor="middle" fill="var(--vscode-foreground)" font-size="11">position along cut axis ${axisName} (Å, 0 – ${fmt(data.length)})</text>
 ${profile}<g class="atoms">${joinHtml(points, "")}</g></svg>
+<div></div>
+<div class="atom-x"><span class="atom-tick">0</span><span class="atom-axis">position along cut axis ${axisName} (Å)</span><span class="atom-tick">${fmt(data.length)}</span></div>
+</div>
 <figcaption>|Δ| of ${data.output} per atom: the ${data.worst.length} worst atoms coloured by owning rank, the line the largest |Δ| per bin; shaded: each rank's slab and its halo.</figcaption></figure>`;
 }
 

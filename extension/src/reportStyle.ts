@@ -10,6 +10,13 @@ export const PARTITION_ROW_PX = 24;
 export const MODULE_ROW_PX = 18;
 export const MODULE_TEXT_PX = 11;
 
+/**
+ * The height of the per-atom |Δ| chart's plot and the size of its axis text: CSS pixels, the same at
+ * any panel width (the plot's SVG has no viewBox; its marks are placed in percent, its text is HTML).
+ */
+export const ATOM_PLOT_PX = 180;
+export const ATOM_TEXT_PX = 11;
+
 export const STYLE = `
 body { font-family: var(--vscode-font-family, sans-serif); font-size: var(--vscode-font-size, 13px); color: var(--vscode-foreground, #ccc); background: var(--vscode-editor-background, #1e1e1e); padding: 0 16px 24px; line-height: 1.45; }
 h1 { font-size: 1.4em; margin: 14px 0 4px; font-weight: 600; }
@@ -63,6 +70,12 @@ svg.partition-chart { display: block; width: 100%; }
 .module-labels { text-align: right; max-width: 28em; }
 .module-values { color: var(--vscode-descriptionForeground, #999); }
 svg.module-bars { display: block; width: 100%; }
+.atom-grid { display: grid; grid-template-columns: max-content minmax(160px, 1fr); column-gap: 6px; margin: 4px 0; }
+.atom-y { display: flex; flex-direction: column; justify-content: space-between; height: ${ATOM_PLOT_PX}px; text-align: right; }
+.atom-x { display: flex; justify-content: space-between; gap: 8px; }
+.atom-tick { font-size: ${ATOM_TEXT_PX}px; line-height: ${ATOM_TEXT_PX + 3}px; color: var(--vscode-descriptionForeground, #999); white-space: nowrap; }
+.atom-axis { font-size: ${ATOM_TEXT_PX}px; line-height: ${ATOM_TEXT_PX + 3}px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+svg.atom-plot { display: block; width: 100%; overflow: visible; border-left: 1px solid var(--vscode-foreground, #ccc); border-bottom: 1px solid var(--vscode-foreground, #ccc); }
 .legend { font-size: .9em; color: var(--vscode-descriptionForeground, #999); }
 .sw { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; vertical-align: middle; }
 .sw.ok { background: var(--vscode-testing-iconPassed, #73c991); }

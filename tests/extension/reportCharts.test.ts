@@ -5,7 +5,7 @@ import { describe, it } from "node:test";
 import { atomErrorChart, moduleDivergenceChart, type AtomErrorsData } from "../../extension/src/reportCharts";
 import { type ReportMessage, bestAttempt } from "../../extension/src/report";
 import { NOTHING } from "../../extension/src/reportMarkup";
-import { MODULE_ROW_PX, MODULE_TEXT_PX, STYLE } from "../../extension/src/reportStyle";
+import { ATOM_PLOT_PX, ATOM_TEXT_PX, MODULE_ROW_PX, MODULE_TEXT_PX, STYLE } from "../../extension/src/reportStyle";
 import { renderReportHtml } from "../../extension/src/reportHtml";
 import { FIXTURES, message } from "./fixtures";
 
@@ -60,6 +60,45 @@ describe("atomErrorChart", () => {
     const svg = atomErrorChart(d).toString();
     assert.equal(count(svg, /<circle class="atom"/g), 2);
     assert.doesNotMatch(svg, /NaN/);
+  });
+  it("its text keeps a fixed CSS pixel size at any panel width: HTML axis text around an SVG without a viewBox", () => {
+    const d = data(3, 6, 2.0);
+    d.worst[0] = { index: 279, rank: 2, position: 28.2, component: 1, abs_diff: Infinity };
+    const chart = atomErrorChart(d).toString();
+    const svg = /^<figure class="chart atom-chart">[\s\S]*?(<svg [^>]*>[\s\S]*?<\/svg>)/.exec(chart)?.[1] ?? "";
+    assert.ok(svg, chart);
+    // a viewBox with width="100%" scales everything inside it, text included, with the panel's width
+    assert.doesNotMatch(svg, /viewBox/i);
+    assert.doesNotMatch(svg, /<text|<foreignObject/i);
+    assert.match(svg, /^<svg class="atom-plot" [^>]*width="100%"/);
+    assert.match(svg, new RegExp(`^<svg [^>]*height="${ATOM_PLOT_PX}"`));
+    // the marks stretch instead: every position and extent in percent of the plot; the points keep a
+    // pixel radius, so they stay round at any width
+    const geometry = [...svg.matchAll(/\s(x|y|x1|y1|x2|y2|cx|cy|width|height)="([^"]*)"/g)].slice(2); // after the svg's own size
+    assert.ok(geometry.length > 0);
+    for (const [, name, value] of geometry) {
+      assert.match(value ?? "", /^(0|\d+(\.\d+)?%)$/, `${name}="${value}"`);
+    }
+    assert.deepEqual([...new Set([...svg.matchAll(/<circle [^>]*\br="([^"]+)"/g)].map((m) => m[1]))], ["4"]);
+    // still what it shows: a point per worst atom coloured by its rank (the infinite one at the top), a
+    // slab per rank, its halo bands, the profile steps from one end of the axis to the other
+    assert.equal(count(svg, /<circle class="atom"/g), 6);
+    assert.match(svg, /<circle class="atom" data-rank="2" cx="94\.00%" cy="5\.00%" r="4" fill="var\(--vscode-charts-green, #89d185\)"><title>atom 279, component y:/);
+    assert.equal(count(svg, /<rect class="owned"/g), 3);
+    assert.equal(count(svg, /<rect class="halo"/g), 4);
+    const steps = [...svg.matchAll(/<line class="profile" x1="([^"]+)" y1="[^"]+" x2="([^"]+)"/g)];
+    assert.equal(steps.length, 64);
+    assert.equal(steps[0]?.[1], "0.00%");
+    assert.equal(steps[63]?.[2], "100.00%");
+    // the axis text is HTML beside and below the plot, sized by the stylesheet in px
+    assert.match(chart, /<div class="atom-y"><span class="atom-tick">[^<]+<\/span><span class="atom-tick">0<\/span><\/div>/);
+    assert.match(chart, /<div class="atom-x"><span class="atom-tick">0<\/span><span class="atom-axis">position along cut axis a \(Å\)<\/span><span class="atom-tick">30<\/span><\/div>/);
+    for (const cls of ["atom-tick", "atom-axis"]) {
+      const rule = new RegExp(`\\.${cls} \\{([^}]*)\\}`).exec(STYLE)?.[1] ?? "";
+      assert.match(rule, new RegExp(`font-size: ${ATOM_TEXT_PX}px`), cls);
+      assert.doesNotMatch(rule, /em\b|%|vw/, cls);
+    }
+    assert.match(/\.atom-y \{([^}]*)\}/.exec(STYLE)?.[1] ?? "", new RegExp(`height: ${ATOM_PLOT_PX}px`));
   });
   it("escapes the output name and draws nothing for an empty record", () => {
     const d = data(2, 1, 1.0);
@@ -129,7 +168,8 @@ describe("the panel draws the charts", () => {
   it("a report with atom_errors: the best attempt's |Δ| chart, one point per worst atom, the output name escaped", () => {
     const html = renderReportHtml(withAtomErrors("interaction.0", EVIL), OPTIONS);
     assert.ok(html.includes('<section id="atom-errors">'));
-    assert.equal(count(html, /<figure class="chart atom-chart"><svg/g), 1);
+    assert.equal(count(html, /<figure class="chart atom-chart"><div class="atom-grid">/g), 1);
+    assert.equal(count(html, /<svg class="atom-plot"/g), 1);
     assert.equal(count(html, /<circle class="atom"/g), 5);
     assert.equal(count(html, /<rect class="owned"/g), 2);
     assert.ok(!html.includes("<img"));
