@@ -31,9 +31,9 @@ from .inference import infer_spec
 from .next_action import next_action
 from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
 from .receptive import apply_measured_field, receptive_record
-from .reference import run_reference
+from .reference import ReferenceRun, run_reference
 from .rollback import rollback_if_worse
-from .run_setup import ValidationRequest, check_tolerance_names, settle_run
+from .run_setup import RunSetup, ValidationRequest, check_tolerance_names, settle_run
 from .sample_checks import sample_warnings
 from .sensitivity import RoundoffMeter, make_control_runner
 
@@ -109,7 +109,7 @@ def run_validation(
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:
-        reference = run_reference(
+        reference_run = run_reference(
             ref,
             batch,
             device=devices[0],
@@ -128,7 +128,43 @@ def run_validation(
         report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
         report.next_action = next_action(report)
         return report
-    t_reference = time.perf_counter() - t0
+    with reference_run:
+        return _from_reference(request, s, reference_run, time.perf_counter() - t0, budget, ahead, progress, session)
+
+
+def _initial_spec(
+    reference: Mapping[str, Any], num_atoms: int, num_systems: int, prior: Any
+) -> tuple[MLIPSpec, list[str], str]:
+    """The first attempt's spec, the inference notes and its rationale, from what `reference` holds
+    (with or without the receptive-field measurement: inference reads the measured depth, and an
+    under-declared one widens a `local` halo before any rank runs)."""
+    spec, notes = infer_spec(reference, num_atoms, num_systems, prior)
+    rationale = "spec from the wrapper's distribution_spec and the reference trace"
+    spec, field_note = apply_measured_field(spec, receptive_record(reference))
+    if field_note:
+        notes.append(field_note)
+        rationale += f"; {field_note}"
+    return spec, notes, rationale
+
+
+def _from_reference(
+    request: ValidationRequest,
+    s: RunSetup,
+    reference_run: ReferenceRun,
+    t_reference: float,
+    budget: Budget,
+    ahead: ValidationSpares | None,
+    progress: ProgressCallback | None,
+    session: GroupSession | None,
+) -> TraceReport:
+    """The attempts and the report once the reference has handed over its outputs (its child still
+    measuring the receptive field: collected after the first attempt's ranks ran, see
+    `reference_field`)."""
+    auto_fix, max_fix_attempts, prior = request.auto_fix, request.max_fix_attempts, request.spec
+    helper_sample_every, layer_diagnostic = request.helper_sample_every, request.layer_diagnostic
+    ref, batch, world_size, devices, resolved_backend = s.ref, s.batch, s.world_size, s.devices, s.backend
+    atol, rtol, watched, meta, opts, t_start = s.atol, s.rtol, s.watched, s.meta, s.opts, s.t_start
+    reference = reference_run.result
     if ahead is not None:  # what this target's next validation's spares import ahead
         record(ref.describe(), dict(reference.get("imported_packages") or {}))
     meta["skipped_helper_packages"] = [p for p in s.requested if p not in watched] + list(
@@ -136,7 +172,7 @@ def run_validation(
     )
     meta["wrapper"] = reference["wrapper"]
     _emit(progress, "reference_finished", seconds=t_reference)
-    current, notes = infer_spec(reference, batch.num_atoms, batch.num_systems, prior)
+    current, notes, rationale = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
     meta["inference_notes"] = notes
     check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
@@ -153,17 +189,44 @@ def run_validation(
         return report
     attempts: list[Attempt] = []
     tried = {current.signature()}
-    rationale, rule = "spec from the wrapper's distribution_spec and the reference trace", None
-    receptive = receptive_record(reference)  # an under-declared depth is fixed before any rank runs
-    current, field_note = apply_measured_field(current, receptive)
-    if field_note:
-        notes.append(field_note)
-        rationale += f"; {field_note}"
-    tried.add(current.signature())
+    rule: str | None = None
     control = make_control_runner(
         ref, batch, world_size=world_size, devices=devices, backend=resolved_backend, budget=budget, session=session
     )
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, control, atol, rtol)
+    instrumentation_options = {
+        "helper_packages": watched,
+        "helper_sample_every": helper_sample_every,
+        "layer_diagnostic": layer_diagnostic,
+    }
+
+    def launch(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError:
+        """One run of the ranks under `spec`, or what stopped it."""
+        try:
+            if session is not None:
+                return session.run(
+                    ref,
+                    batch,
+                    spec,
+                    instrumentation=RANK_INSTRUMENTATION,
+                    instrumentation_options=instrumentation_options,
+                )
+            return run_distributed(
+                ref,
+                batch,
+                spec,
+                world_size=world_size,
+                device=devices,
+                backend=resolved_backend,
+                timeout_sec=budget.run_timeout(clip=True),
+                instrumentation=RANK_INSTRUMENTATION,
+                instrumentation_options=instrumentation_options,
+                on_event=lambda name, info: _emit(progress, name, **info),
+                prepared=ahead.take() if ahead is not None else None,  # built during the reference
+            )
+        except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs
+            return err
+
     run: DistributedRun | None = None
     needs_run = True
     total_attempts = 1 + (max_fix_attempts if auto_fix else 0)
@@ -185,49 +248,30 @@ def run_validation(
         )
         t1 = time.perf_counter()
         if needs_run or run is None:
-            try:
-                instrumentation_options = {
-                    "helper_packages": watched,
-                    "helper_sample_every": helper_sample_every,
-                    "layer_diagnostic": layer_diagnostic,
-                }
-                timeout = budget.run_timeout(clip=session is None)  # a launched job's timeout is fixed at join
-                if session is not None:
-                    run = session.run(
-                        ref,
-                        batch,
-                        current,
-                        instrumentation=RANK_INSTRUMENTATION,
-                        instrumentation_options=instrumentation_options,
-                    )
-                else:
-                    run = run_distributed(
-                        ref,
-                        batch,
-                        current,
-                        world_size=world_size,
-                        device=devices,
-                        backend=resolved_backend,
-                        timeout_sec=timeout,
-                        instrumentation=RANK_INSTRUMENTATION,
-                        instrumentation_options=instrumentation_options,
-                        on_event=lambda name, info: _emit(progress, name, **info),
-                        prepared=ahead.take() if ahead is not None else None,  # built during the reference
-                    )
-            except DistributedError as err:
+            outcome = launch(current)
+            if index == 0:  # ran while the reference measured its receptive field: is the spec still the first?
+                reference["receptive_field"] = reference_run.field.collect()
+                measured, notes, rationale = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
+                meta["inference_notes"] = notes
+                if measured.signature() != current.signature():
+                    current = measured
+                    tried.add(current.signature())
+                    outcome = launch(current)
+            if isinstance(outcome, DistributedError):
                 attempts.append(
-                    failed_attempt(index, current, rationale, rule, err, {"attempt": time.perf_counter() - t1})
+                    failed_attempt(index, current, rationale, rule, outcome, {"attempt": time.perf_counter() - t1})
                 )
-                if budget.cut_short(err):
+                if budget.cut_short(outcome):
                     stopped = budget.reached("attempt", len(attempts))
                 run = None
                 break
-            except WrapperError as err:  # consolidation cannot combine the ranks' outputs
-                problems = [problem_from_error(err)]
+            if isinstance(outcome, WrapperError):
+                problems = [problem_from_error(outcome)]
                 timings = {"attempt": time.perf_counter() - t1}
                 attempts.append(output_attempt(index, current, rationale, rule, problems, reference, meta, timings))
                 run = None
                 break
+            run = outcome
             timings = dict(run.timings)
             reused = False
         else:

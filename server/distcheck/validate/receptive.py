@@ -4,7 +4,8 @@ The declared field is `cutoff × num_interactions`; `local` mode derives its hal
 that declares one interaction too few loses its farthest hop at every domain boundary, an error that
 small weights can keep below the tolerances. The measurement needs no knowledge of the model:
 
-1. run the wrapper twice on the sample (the difference is its run-to-run noise, zero on the CPU);
+1. run the wrapper twice on the sample (the difference is its run-to-run noise, zero on the CPU; the
+   reference's own forward, observed by a `SourceCapture`, is the first of the two);
 2. displace one probe atom per system (two rounds of probes) by a small step that changes no edge;
 3. see which atoms' per-atom quantities moved: the per-atom inputs of the per-system reductions the
    wrapper runs (the per-atom energies, when it sums them by the system index) and its per-node
@@ -22,8 +23,9 @@ an under-declared depth is never a false alarm. When every atom of a system move
 quantity fed back into every atom, e.g. charge equilibration), that observation bounds nothing and is
 left out.
 
-`measure_receptive_field` runs in the reference child; `receptive_record` and `apply_measured_field`
-run in the validator.
+`measure_receptive_field` runs in the reference child once it has handed over its outputs, while the
+first attempt's ranks run (`reference_field`); `receptive_record` and `apply_measured_field` run in
+the validator.
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from ..runtime.model import DEFAULT_SKIN
 from ..spec import MLIPSpec
 from .trust_action import GRAPH_SKIP
 
-__all__ = ["apply_measured_field", "effective_depth", "measure_receptive_field", "receptive_record"]
+__all__ = [
+    "SourceCapture",
+    "apply_measured_field",
+    "effective_depth",
+    "measure_receptive_field",
+    "per_atom_quantities",
+    "receptive_record",
+]
 
 PROBE_ROUNDS = 2
 """Rounds of probes (one displaced atom per system each)."""
@@ -68,7 +77,7 @@ _SCATTERS = {
 }
 
 
-class _SourceCapture(TorchFunctionMode):
+class SourceCapture(TorchFunctionMode):
     """Records (never changes) the per-atom source of every per-system reduction by the system index."""
 
     def __init__(self, num_atoms: int, num_systems: int) -> None:
@@ -103,17 +112,14 @@ class _SourceCapture(TorchFunctionMode):
         return out
 
 
-def _run(wrapper: Any, batch: Batch) -> dict[str, torch.Tensor]:
-    """The wrapper's per-atom quantities on `batch`: its per-node outputs and per-system reduction sources."""
-    from ..runtime.model import check_outputs
-
-    capture = _SourceCapture(batch.num_atoms, batch.num_systems)
-    with capture:
-        raw = wrapper(batch)
-    outputs = check_outputs(raw, type(wrapper).__name__)
+def per_atom_quantities(
+    sources: Sequence[torch.Tensor], outputs: Mapping[str, torch.Tensor], batch: Batch
+) -> dict[str, torch.Tensor]:
+    """The per-atom quantities one run of the wrapper gave: the per-system reduction `sources` a
+    `SourceCapture` recorded and the per-node `outputs`, each as an (atoms, -1) float64 CPU tensor."""
     found: dict[str, torch.Tensor] = {}
     n = batch.num_atoms
-    for i, src in enumerate(capture.sources):
+    for i, src in enumerate(sources):
         found[f"source:{i}"] = src.reshape(n, -1).to(torch.float64).cpu()
     for name, value in outputs.items():
         v = value.detach()
@@ -121,6 +127,16 @@ def _run(wrapper: Any, batch: Batch) -> dict[str, torch.Tensor]:
             real = torch.view_as_real(v) if v.is_complex() else v
             found[f"output:{name}"] = real.reshape(n, -1).to(torch.float64).cpu()
     return found
+
+
+def _run(wrapper: Any, batch: Batch) -> dict[str, torch.Tensor]:
+    """The wrapper's per-atom quantities on `batch`: its per-node outputs and per-system reduction sources."""
+    from ..runtime.model import check_outputs
+
+    capture = SourceCapture(batch.num_atoms, batch.num_systems)
+    with capture:
+        raw = wrapper(batch)
+    return per_atom_quantities(capture.sources, check_outputs(raw, type(wrapper).__name__), batch)
 
 
 def _probes(batch: Batch) -> list[list[int]]:
@@ -229,9 +245,11 @@ def measure_receptive_field(
     cutoff: float | None,
     derived: Mapping[str, bool],
     forward_seconds: float = 0.0,
+    base: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
     """Measure the depth in cutoff hops (see the module docstring); runs the wrapper 2 + `PROBE_ROUNDS`
-    more times. Returns a JSON-ready dict `{"status", "cutoff", "measured_depth", "basis", "probes",
+    more times, one fewer when `base` holds the `per_atom_quantities` of a run on `batch` already made
+    (the reference's own forward). Returns a JSON-ready dict `{"status", "cutoff", "measured_depth", "basis", "probes",
     "note"}` (`status` as `ReceptiveField.status`; `lower_bound` True when some quantity moved every
     atom, so the depth is only a lower bound); never raises: a failure is `not_measured` with the
     reason in `note`."""
@@ -245,16 +263,22 @@ def measure_receptive_field(
     if forward_seconds > MAX_FORWARD_SECONDS:
         return {**result, "note": f"one forward takes {forward_seconds:.0f} s; measuring needs four more (skipped)"}
     try:
-        return _measure(wrapper, batch, float(cutoff), derived, result)
+        return _measure(wrapper, batch, float(cutoff), derived, result, base)
     except Exception as exc:  # a model that cannot run on a displaced sample: say so, never fail the reference
         return {**result, "note": f"the wrapper failed on a displaced sample ({type(exc).__name__}: {exc})"}
 
 
 def _measure(
-    wrapper: Any, batch: Batch, cutoff: float, derived: Mapping[str, bool], result: dict[str, Any]
+    wrapper: Any,
+    batch: Batch,
+    cutoff: float,
+    derived: Mapping[str, bool],
+    result: dict[str, Any],
+    given: Mapping[str, torch.Tensor] | None,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    base, again = _run(wrapper, batch), _run(wrapper, batch)
+    base = dict(given) if given is not None else _run(wrapper, batch)
+    again = _run(wrapper, batch)
     noise = {k: float((base[k] - again[k]).abs().max()) if base[k].numel() else 0.0 for k in base if k in again}
     scale = {k: float(base[k].abs().max()) if base[k].numel() else 0.0 for k in base}
     if any(noise[k] > 1e-6 * max(scale[k], 1e-30) for k in noise):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import multiprocessing.connection
 import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,8 +34,13 @@ from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
 from .helpers import HelperTracer
 from .layers import LayerRecorder
+from .receptive import SourceCapture
+from .reference_field import FIELD_FILE, FieldProbe, PendingField
 
-__all__ = ["ReferenceTrace", "run_reference"]
+__all__ = ["ReferenceRun", "ReferenceTrace", "run_reference"]
+
+_POLL_S = 0.005
+"""How often the parent looks for the reference's result file while the child runs."""
 
 _T = torch.Tensor
 _SCATTERS = {
@@ -145,8 +152,9 @@ def _model_packages(before: set[str], built: set[str], watched: Sequence[str]) -
     return {k: v for k, v in found.items() if k not in tracer_only}
 
 
-def reference_body(job: dict[str, Any]) -> dict[str, Any]:
-    """Run the wrapper once in this process with every recorder attached (called in the child)."""
+def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
+    """Run the wrapper once in this process with every recorder attached (called in the child): the
+    result to hand over, and the probe that measures the receptive field afterwards."""
     device = torch.device(job["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -168,15 +176,16 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
 
     batch.neighbor_list = counting_neighbor_list  # type: ignore[method-assign]
     trace = ReferenceTrace(batch)
+    capture = SourceCapture(batch.num_atoms, batch.num_systems)  # the field measurement's first run
     tracer = HelperTracer(job["helper_packages"], job["helper_sample_every"], batch.num_atoms, batch.num_systems)
     layers = LayerRecorder(wrapper, batch.num_atoms, batch.num_systems)
     t1 = time.perf_counter()
     with tracer.installed():
         if job["layer_diagnostic"]:
-            with layers.attached(), trace:
+            with layers.attached(), trace, capture:
                 raw = wrapper(batch)
         else:
-            with trace:
+            with trace, capture:
                 raw = wrapper(batch)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -185,29 +194,30 @@ def reference_body(job: dict[str, Any]) -> dict[str, Any]:
 
     outputs = check_outputs(raw, type(wrapper).__name__)
     derived = _autograd_derived(outputs, trace, batch)
-    from .receptive import measure_receptive_field
-
     info = _wrapper_info(wrapper)
     reach = max(neighbor_cutoffs) if neighbor_cutoffs else info["cutoff"]
-    t2 = time.perf_counter()
-    receptive = measure_receptive_field(
-        wrapper, Batch.from_state(job["batch"]).to(device), cutoff=reach, derived=derived, forward_seconds=t_forward
-    )
-    t_receptive = time.perf_counter() - t2
-    return {
+    probe = FieldProbe(wrapper, job["batch"], device, reach, derived, t_forward, capture.sources, outputs)
+    result = {
         "outputs": {k: v.detach().to("cpu") for k, v in outputs.items()},
         "counts": dict(trace.counts),
         "autograd_derived": derived,
-        "receptive_field": receptive,
+        "receptive_cutoff": reach,
         "grad_input_shapes": trace.grad_input_shapes,
         "neighbor_cutoffs": neighbor_cutoffs,
         "helpers": tracer.collect(),
         "layers": layers.collect(),
         "wrapper": info,
-        "timings": {"factory": t_factory, "forward": t_forward, "receptive_field": t_receptive},
+        "timings": {"factory": t_factory, "forward": t_forward},
         # what the spares of this target's next validation import ahead (`spares_cache`)
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
     }
+    return result, probe
+
+
+def _save(result: Mapping[str, Any], workdir: str, name: str) -> None:
+    """Write `result` as `name` in one step (the parent waits for the file to appear)."""
+    torch.save(result, os.path.join(workdir, name + ".tmp"))
+    os.replace(os.path.join(workdir, name + ".tmp"), os.path.join(workdir, name))
 
 
 def _reference_entry(job: dict[str, Any]) -> None:
@@ -219,17 +229,44 @@ def _reference_entry(job: dict[str, Any]) -> None:
         os.environ["DISTCHECK_RANK"] = "reference"
         beacon.set_phase("reference")
         t0 = time.perf_counter()
-        result = reference_body(job)
+        result, probe = reference_body(job)
         result["timings"]["body"] = time.perf_counter() - t0
         result["timings"]["entered_at"] = entered
-        torch.save(result, os.path.join(workdir, "reference.pt.tmp"))
-        os.replace(os.path.join(workdir, "reference.pt.tmp"), os.path.join(workdir, "reference.pt"))
+        _save(result, workdir, "reference.pt")
+        del result
+        beacon.set_phase("receptive_field")
+        _save(probe.measure(), workdir, FIELD_FILE)
         code = 0
     except BaseException as exc:
         with contextlib.suppress(BaseException):
             write_error(workdir, 0, error_record(exc, job["device"]))
     finally:
         end_child_process(code)
+
+
+@dataclass
+class ReferenceRun:
+    """The reference's `result` (every key but the receptive field) and its child, still measuring
+    the field (`field.collect()`; close it, or use the run as a `with` block, to stop the child)."""
+
+    result: dict[str, Any]
+    field: PendingField
+
+    def __enter__(self) -> ReferenceRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.field.close()
+
+
+def _first_result(proc: Any, path: str, deadline: float) -> bool:
+    """Wait until the child has written `path` (True) or has exited, or `deadline` passed (False)."""
+    while time.perf_counter() < deadline:
+        if os.path.exists(path):
+            return True
+        if multiprocessing.connection.wait([proc.sentinel], timeout=_POLL_S):
+            return os.path.exists(path)
+    return os.path.exists(path)
 
 
 def run_reference(
@@ -242,14 +279,15 @@ def run_reference(
     layer_diagnostic: bool,
     timeout_sec: float,
     ahead: ValidationSpares | None = None,
-) -> dict[str, Any]:
+) -> ReferenceRun:
     """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
     is the reference) or `RankTimeout` (with the child's Python stack) like a distributed run would.
     `timeout_sec` bounds this run alone, as it bounds each attempt's ranks. Nothing it started
     outlives the call, also when the call is interrupted (KeyboardInterrupt) while the child starts.
     The child is a spare when the pool has one (warm: torch, its CUDA context, the target's packages).
     `ahead` (the validation's spares) is asked for its spares first and, once this run has its process,
-    has the first attempt's ranks built while it runs."""
+    has the first attempt's ranks built while it runs. Returns as soon as the child has handed over its
+    outputs; the child measures the receptive field on (`ReferenceRun.field`), within the same bound."""
     run_dir = lifeline.make_run_dir("ref")
     workdir = run_dir.path
     job = {
@@ -264,6 +302,7 @@ def run_reference(
     }
     result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []
+    handed_over = False  # once returned, the child and its directory belong to the `PendingField`
     try:
         if ahead is not None:
             ahead.start()
@@ -277,26 +316,28 @@ def run_reference(
         if ahead is not None:
             ahead.prepare()
         t_prepared = time.perf_counter()
-        try:
-            supervise(
-                procs,
-                workdir,
-                timeout_sec=timeout_sec,
-                t_start=t_start,
-                has_result=lambda _: os.path.exists(result_path),
-                who=lambda _: "the reference run",
-                rank_of=lambda _: -1,
-                label="the reference run",
-            )
-        except RankTimeout:
-            raise
-        except DistributedError as err:
-            failure = err.failures[0]
-            if failure.phase in ("starting", "reference"):
-                failure.phase = "reference"
-            raise DistributedError(
-                f"the single-process reference run failed: {failure.type}: {failure.message}", err.failures
-            ) from None
+        deadline = t_start + timeout_sec
+        if not _first_result(proc, result_path, deadline):
+            try:  # the child exited without a result or ran out of time: name why
+                supervise(
+                    procs,
+                    workdir,
+                    timeout_sec=timeout_sec,
+                    t_start=t_start,
+                    has_result=lambda _: False,
+                    who=lambda _: "the reference run",
+                    rank_of=lambda _: -1,
+                    label="the reference run",
+                )
+            except RankTimeout:
+                raise
+            except DistributedError as err:
+                failure = err.failures[0]
+                if failure.phase in ("starting", "reference"):
+                    failure.phase = "reference"
+                raise DistributedError(
+                    f"the single-process reference run failed: {failure.type}: {failure.message}", err.failures
+                ) from None
         t_seen = time.perf_counter()
         result: dict[str, Any] = torch.load(result_path, weights_only=True)
         phases = result["timings"]
@@ -304,11 +345,14 @@ def run_reference(
         phases["prepare_ranks"] = t_prepared - t_start
         phases["until_result"] = t_seen - t_start
         phases["load"] = time.perf_counter() - t_seen
-        return result
+        pending = PendingField(procs, run_dir, deadline, result.get("receptive_cutoff"))
+        procs, handed_over = [], True
+        return ReferenceRun(result, pending)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool
             lifeline.stop_forkserver()
         raise
     finally:
-        stop_all(procs)
-        run_dir.remove()
+        if not handed_over:
+            stop_all(procs)
+            run_dir.remove()
