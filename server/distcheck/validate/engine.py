@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from ..report import Attempt, DeadlineReached, TraceReport, best_attempt_index
+from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
@@ -102,8 +102,8 @@ def run_validation(
     timeout_sec, deadline_sec, spec = request.timeout_sec, request.deadline_sec, request.spec
     auto_fix, max_fix_attempts = request.auto_fix, request.max_fix_attempts
     helper_sample_every, layer_diagnostic = request.helper_sample_every, request.layer_diagnostic
-    ref, batch, world_size, devices, resolved_backend = s.ref, s.batch, s.world_size, s.devices, s.backend
-    atol, rtol, watched, meta, opts, t_start, prior = s.atol, s.rtol, s.watched, s.meta, s.opts, s.t_start, spec
+    ref, batch, world_size, devices = s.ref, s.batch, s.world_size, s.devices
+    watched, meta, t_start, prior = s.watched, s.meta, s.t_start, spec
     budget = Budget(timeout_sec, deadline_sec, start=t_start)
     ahead = None if session is not None else _spares(ref, devices, world_size, prior, auto_fix and max_fix_attempts > 0)
     _emit(progress, "reference_started")
@@ -133,18 +133,19 @@ def run_validation(
 
 
 def _initial_spec(
-    reference: Mapping[str, Any], num_atoms: int, num_systems: int, prior: Any
-) -> tuple[MLIPSpec, list[str], str]:
+    reference: dict[str, Any], num_atoms: int, num_systems: int, prior: Any
+) -> tuple[MLIPSpec, list[str], str, ReceptiveField | None]:
     """The first attempt's spec, the inference notes and its rationale, from what `reference` holds
     (with or without the receptive-field measurement: inference reads the measured depth, and an
     under-declared one widens a `local` halo before any rank runs)."""
     spec, notes = infer_spec(reference, num_atoms, num_systems, prior)
     rationale = "spec from the wrapper's distribution_spec and the reference trace"
-    spec, field_note = apply_measured_field(spec, receptive_record(reference))
+    receptive = receptive_record(reference)
+    spec, field_note = apply_measured_field(spec, receptive)
     if field_note:
         notes.append(field_note)
         rationale += f"; {field_note}"
-    return spec, notes, rationale
+    return spec, notes, rationale, receptive
 
 
 def _from_reference(
@@ -172,7 +173,7 @@ def _from_reference(
     )
     meta["wrapper"] = reference["wrapper"]
     _emit(progress, "reference_finished", seconds=t_reference)
-    current, notes, rationale = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
+    current, notes, rationale, receptive = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
     meta["inference_notes"] = notes
     check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
@@ -251,7 +252,9 @@ def _from_reference(
             outcome = launch(current)
             if index == 0:  # ran while the reference measured its receptive field: is the spec still the first?
                 reference["receptive_field"] = reference_run.field.collect()
-                measured, notes, rationale = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
+                measured, notes, rationale, receptive = _initial_spec(
+                    reference, batch.num_atoms, batch.num_systems, prior
+                )
                 meta["inference_notes"] = notes
                 if measured.signature() != current.signature():
                     current = measured
@@ -324,6 +327,9 @@ def _from_reference(
         deadline=stopped,
         best_index=best_index,
     )
+    if "receptive_field" not in reference:  # no attempt ran (the deadline): the measurement is still reported
+        reference["receptive_field"] = reference_run.field.collect()
+        receptive = receptive_record(reference)
     report.receptive_field, report.roundoff = receptive, floor.record()
     report.sample_warnings = sample_warnings(batch, reference, current.output_kinds, atol)
     report.next_action = next_action(report)
