@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import quote_all, show
-from .fields import HELPER_KINDS, REPLACEMENT_PATTERN
+from .fields import REPLACEMENT_PATTERN
 from .import_core import BAD, TOOLKIT, Conversion, Parts, did_you_mean
 
 __all__ = ["convert_helper"]
@@ -107,25 +107,36 @@ def convert_helper(c: Conversion, item: Any, parts: Parts) -> dict[str, Any] | N
 
 
 def _method_note(c: Conversion, parts: Parts, module: str, attr: str, replacement: Any) -> None:
-    """The note of a toolkit method helper (`wrap` mode) of `module`'s `attr` ("Class.method"), left out."""
+    """The note of a toolkit method helper (`wrap` mode) of `module`'s `attr` ("Class.method"), left out:
+    why, and the distcheck entry to write for each thing the toolkit's wrap can do."""
     where = f"{module}.{attr}"
     if replacement is None:
         c.note(
             (*parts, "replacement"),
             f"a method helper without a replacement (null) only declares {where} (the toolkit wrapper installs the "
             "wrap itself), and distcheck patches only what the spec names, so the entry is left out; run "
-            f"distcheck validate --watch {module.split('.')[0]} to have it traced and an entry proposed",
+            f"distcheck validate --watch {module.split('.')[0]} to have it traced and an entry proposed, or "
+            + _method_choices(module, attr, None),
         )
         return
-    declare = (
-        f'declare {{"kind": "method", "module_path": "{module}", "attr_name": "{attr}", '
-        '"replacement": "package.module:function"}'
-        if "method" in HELPER_KINDS
-        else f'declare {where} as a "python" helper of its module with that replacement'
-    )
     c.note(
         (*parts, "replacement"),
-        f"the toolkit calls a method helper's replacement with the original {where} as its first argument; "
-        "distcheck calls a replacement in the method's place with the method's own arguments, so the entry is "
-        f"left out; write a function taking (self, ...) and {declare}",
+        f"the toolkit calls {show(replacement, 60)} as (original, self, ...) around {where}, inside its own "
+        "distributed context; distcheck calls a replacement in the method's place with the method's own "
+        "arguments and has no such context, so the entry is left out; " + _method_choices(module, attr, replacement),
+    )
+
+
+def _method_choices(module: str, attr: str, replacement: Any) -> str:
+    """What to write instead of a toolkit method wrap, by what the wrap does."""
+    base = f'"kind": "method", "module_path": "{module}", "attr_name": "{attr}"'
+    home = replacement.split(":")[0] if isinstance(replacement, str) and ":" in replacement else "package.module"
+    return (
+        "write, by what the wrap does: if it sums per-atom rows per system (system_sum), "
+        f'{{{base}, "atom_arg": 0, "atom_dim": 0}} with atom_arg the position of the per-atom tensor after self; '
+        "if it refreshes halo rows or sends partials to their owners (refresh_neighbors, scatter_to_owners), "
+        'no entry (distcheck does both for every aggregation it sees; set "distribution": {"torchscript": '
+        '"eager"} when the method is TorchScript); otherwise '
+        f'{{{base}, "replacement": "{home}:NAME"}} with NAME a module-level function of {home} taking '
+        "(self, ...) that returns what the method returns on one rank's rows"
     )
