@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +18,7 @@ from .dispatch import HandlerMode, ScatterObserver
 from .local_batch import LocalBatch, make_local_batch
 from .partition import Partition, partition_batch
 
-__all__ = ["DEFAULT_SKIN", "DistributedModel", "WrapperError", "build_rank_context", "resolve_halo_width"]
+__all__ = ["DEFAULT_SKIN", "DistributedModel", "WrapperError", "build_rank_context", "resolve_halo_width", "wrapper_attr"]
 
 DEFAULT_SKIN = 0.5
 """Å added to the halo width derived from the wrapper, so atoms right at the cutoff are covered."""
@@ -36,6 +37,19 @@ class WrapperError(TypeError):
         self.rank = rank
 
 
+def wrapper_attr(wrapper: Any, name: str) -> Any:
+    """The wrapper's declared attribute `name` (`cutoff`, `num_interactions`, `distribution_spec`,
+    `output_kinds`), None when it has none. A factory that returns a bound method (`model.forward`, a
+    predict unit's `__call__`) declares them on the object the method is bound to, so that object is
+    asked when the method itself has no such attribute. The ranks and the reference both read through
+    this, so they agree on the cutoff."""
+    value = getattr(wrapper, name, None)
+    owner = getattr(wrapper, "__self__", None)
+    if value is None and owner is not None and inspect.ismethod(wrapper):
+        value = getattr(owner, name, None)
+    return value
+
+
 def resolve_halo_width(spec: MLIPSpec, wrapper: Any) -> float:
     """Halo depth in Å: the policy's explicit `halo_width`, else derived from the wrapper.
 
@@ -47,7 +61,7 @@ def resolve_halo_width(spec: MLIPSpec, wrapper: Any) -> float:
         return math.inf
     if policy.halo_width is not None:
         return float(policy.halo_width)
-    cutoff = getattr(wrapper, "cutoff", None)
+    cutoff = wrapper_attr(wrapper, "cutoff")
     if cutoff is None:
         raise WrapperError(
             f"{type(wrapper).__name__} has no `cutoff` attribute, so the halo width cannot be derived; "
@@ -55,7 +69,7 @@ def resolve_halo_width(spec: MLIPSpec, wrapper: Any) -> float:
             "distribution.policy.halo_width in the spec"
         )
     cutoff = float(cutoff.item() if isinstance(cutoff, torch.Tensor) else cutoff)
-    depth = int(getattr(wrapper, "num_interactions", 1) or 1)
+    depth = int(wrapper_attr(wrapper, "num_interactions") or 1)
     if policy.scatter_mode == "local":
         return depth * cutoff + DEFAULT_SKIN
     return cutoff + DEFAULT_SKIN

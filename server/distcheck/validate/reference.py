@@ -28,6 +28,7 @@ from ..runtime import beacon, lifeline, spares
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
 from ..runtime.launch import end_child_process, main_hidden, process_context, start_child_process, write_error
+from ..runtime.model import wrapper_attr
 from ..runtime.rank import error_record
 from ..runtime.spares_cache import third_party_since
 from ..runtime.spares_prepared import ValidationSpares
@@ -124,22 +125,22 @@ def _autograd_derived(outputs: Mapping[str, torch.Tensor], trace: ReferenceTrace
 
 
 def _wrapper_info(wrapper: Any) -> dict[str, Any]:
-    cls = type(wrapper)
+    cls = type(wrapper.__self__ if inspect.ismethod(wrapper) else wrapper)  # a bound method: its object's class
     info: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}", "file": None, "line": None}
     try:
         info["file"] = inspect.getsourcefile(cls)
         info["line"] = inspect.getsourcelines(cls)[1]
     except (TypeError, OSError):
         pass
-    cutoff = getattr(wrapper, "cutoff", None)
+    cutoff = wrapper_attr(wrapper, "cutoff")
     info["cutoff"] = float(cutoff) if cutoff is not None else None
-    depth = getattr(wrapper, "num_interactions", None)
+    depth = wrapper_attr(wrapper, "num_interactions")
     info["num_interactions"] = int(depth) if depth is not None else None
-    prior = getattr(wrapper, "distribution_spec", None)
+    prior = wrapper_attr(wrapper, "distribution_spec")
     if prior is not None and not isinstance(prior, (dict, str, os.PathLike)):
         prior = prior.to_dict() if hasattr(prior, "to_dict") else None
     info["distribution_spec"] = os.fspath(prior) if isinstance(prior, os.PathLike) else prior
-    kinds = getattr(wrapper, "output_kinds", None)
+    kinds = wrapper_attr(wrapper, "output_kinds")
     info["output_kinds"] = dict(kinds) if isinstance(kinds, Mapping) else None
     return info
 

@@ -83,3 +83,9 @@ def model_factory() -> CdistMPNN:
 def sample_batch() -> Batch:
     """Two open rods elongated along z (3 x 3 x 20 and 2 x 3 x 22 cells of 2.6 Å)."""
     return make_batch([cluster_system((3, 3, 20), seed=5), cluster_system((2, 3, 22), seed=6)])
+
+
+def bound_forward_factory() -> object:
+    """The same model handed over as its bound `forward` (as a predict unit's method is): the cutoff and
+    depth are declared on the module the method is bound to, not on the method."""
+    return model_factory().forward
