@@ -18,7 +18,14 @@ from .dispatch import HandlerMode, ScatterObserver
 from .local_batch import LocalBatch, make_local_batch
 from .partition import Partition, partition_batch
 
-__all__ = ["DEFAULT_SKIN", "DistributedModel", "WrapperError", "build_rank_context", "resolve_halo_width", "wrapper_attr"]
+__all__ = [
+    "DEFAULT_SKIN",
+    "DistributedModel",
+    "WrapperError",
+    "build_rank_context",
+    "resolve_halo_width",
+    "wrapper_attr",
+]
 
 DEFAULT_SKIN = 0.5
 """Å added to the halo width derived from the wrapper, so atoms right at the cutoff are covered."""
