@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
@@ -48,6 +49,21 @@ def raising_handlers() -> Iterator[list[int]]:
         signal.signal(s, h)
 
 
+def _wait_delivered(thread: threading.Thread, sig: int, timeout_s: float = 30.0) -> None:
+    """Until `sig`, sent to `thread`, is no longer pending there: a thread the kernel has not scheduled yet
+    (a loaded machine) takes it only when it next runs, which could be after the body, and the test
+    would then see the handler run outside it."""
+    path = f"/proc/self/task/{thread.native_id}/status"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(path, encoding="ascii") as status:
+            pending = next(int(line.split()[1], 16) for line in status if line.startswith("SigPnd:"))
+        if not pending & (1 << (sig - 1)):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"signal {sig} still pending on the other thread after {timeout_s} s")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 @pytest.mark.parametrize("to", ["other-thread", "main-thread"])
 def test_a_stop_signal_in_the_body_is_handled_after_it(
@@ -59,6 +75,8 @@ def test_a_stop_signal_in_the_body_is_handled_after_it(
             target = other_thread.ident if to == "other-thread" else threading.get_ident()
             assert target is not None
             signal.pthread_kill(target, sig)
+            if to == "other-thread":
+                _wait_delivered(other_thread, sig)
             for _ in range(200_000):  # bytecodes: a handler the main thread ran mid-body would raise here
                 pass
             assert raising_handlers == [], "the handler ran inside the body"
