@@ -11,7 +11,7 @@ import math
 import cdist_models
 import pytest
 
-from distcheck import validate_on_cpu
+from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.model import WrapperError, resolve_halo_width, wrapper_attr
 from distcheck.spec import MLIPSpec
 
@@ -36,29 +36,25 @@ def test_a_plain_function_without_a_cutoff_is_still_refused_with_the_fix() -> No
         resolve_halo_width(spec, run)
 
 
-def test_a_bound_forward_validates_like_its_model() -> None:
-    batch = cdist_models.sample_batch()
-    right = validate_on_cpu(
+def _validate(spec: dict[str, object]) -> TraceReport:
+    return validate_on_cpu(
         cdist_models.bound_forward_factory,
-        batch,
-        spec=copy.deepcopy(cdist_models.SPEC),
+        cdist_models.sample_batch(),
+        spec=copy.deepcopy(spec),
         world_size=2,
         timeout_sec=60,
         auto_fix=False,
     )
+
+
+def test_a_bound_forward_validates_like_its_model() -> None:
+    right = _validate(cdist_models.SPEC)
     assert right.verdict == "passed", right.next_action
     wrapper = right.run_meta.wrapper
     assert wrapper is not None and wrapper.cls is not None and wrapper.cls.endswith("CdistMPNN")
     assert wrapper.cutoff == cdist_models.CUTOFF and wrapper.num_interactions == 3
 
-    wrong = validate_on_cpu(
-        cdist_models.bound_forward_factory,
-        batch,
-        spec=copy.deepcopy(cdist_models.WRONG_SPEC),
-        world_size=2,
-        timeout_sec=60,
-        auto_fix=False,
-    )
+    wrong = _validate(cdist_models.WRONG_SPEC)
     assert wrong.verdict == "failed"
     layers = wrong.attempts[0].layer_divergence
     assert layers is not None and layers.checked > 0 and layers.first_divergent is not None

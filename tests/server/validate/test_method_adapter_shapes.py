@@ -18,6 +18,7 @@ import nested_method_models as models
 import pytest
 import torch
 from lazy_pkg import nested
+from test_method_kind import ALL, BATCH, OWNED, OWNED_ONLY, E, N  # the same six atoms, two molecules
 
 from distcheck import validate_on_cpu
 from distcheck.runtime.adapters import AdapterError, install_adapters
@@ -26,12 +27,6 @@ from distcheck.spec import HelperAdapter, MLIPSpec, json_schema, validate_json
 from distcheck.validate.helpers import HelperTracer
 
 MOD = "lazy_pkg.nested"
-N = 6
-E = torch.arange(1.0, N + 1)
-BATCH = torch.tensor([0, 0, 0, 1, 1, 1])
-OWNED = torch.tensor([True, True, False, True, True, False])
-ALL = torch.tensor([6.0, 15.0])
-OWNED_ONLY = torch.tensor([3.0, 9.0])
 
 CALLS: dict[str, Callable[[], torch.Tensor]] = {
     "Outer.Inner.plain": lambda: nested.Outer.Inner().plain(E, BATCH, 2),
