@@ -32,7 +32,7 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from . import cli_args
 from .cli_args import cli_options
@@ -314,5 +314,17 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         return EXIT_INTERRUPTED
 
 
+def run() -> NoReturn:
+    """The `distcheck` command (console script and `python -m distcheck`): `main()` on this process's
+    arguments; then every process it started has ended (`runtime.teardown`), so a pipe reading the
+    output closes as the command exits; then exit with main's code."""
+    from .runtime import teardown
+
+    teardown.adopt_orphans()
+    code = main()
+    teardown.end_helpers()
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

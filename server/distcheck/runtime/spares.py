@@ -31,6 +31,7 @@ from .spares_settings import enabled
 __all__ = [
     "Spare",
     "SparePool",
+    "close_pool",
     "enabled",
     "keep_warm",
     "pool",
@@ -53,6 +54,14 @@ def pool() -> SparePool:
         if _POOL is None:
             _POOL = SparePool()
         return _POOL
+
+
+def close_pool() -> None:
+    """Close this process's pool (`SparePool.close`) if one was made; make none."""
+    with _POOL_LOCK:
+        current = _POOL
+    if current is not None:
+        current.close()
 
 
 def process(ctx: Any, device: str, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any:
