@@ -364,19 +364,31 @@ def full_neighbor_list(batch: Batch, cutoff: float) -> NeighborList:
                 box = np.diag([extent + 2.0 * cutoff + 1.0] * 3)
         nl = vesin.NeighborList(cutoff=float(cutoff), full_list=True)
         i, j, sh = nl.compute(points=pos, box=box, periodic=list(periodic), quantities="ijS")
-        edges.append(np.stack([i, j]).astype(np.int64) + sl.start)
-        shifts.append(np.asarray(sh, dtype=np.float64).reshape(-1, 3))
+        i, j, sh = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64), np.asarray(sh).reshape(-1, 3)
+        order = _pair_order(i, j, sh, len(pos))
+        edges.append(np.stack([i[order], j[order]]) + sl.start)
+        shifts.append(sh[order].astype(np.float64))
     if edges:
-        ei = torch.as_tensor(np.concatenate(edges, axis=1), dtype=torch.long)
-        sh_t = torch.as_tensor(np.concatenate(shifts, axis=0))
+        ei = torch.from_numpy(np.concatenate(edges, axis=1))
+        sh_t = torch.from_numpy(np.concatenate(shifts, axis=0))
     else:
         ei = torch.zeros(2, 0, dtype=torch.long)
         sh_t = torch.zeros(0, 3, dtype=torch.float64)
-    # vesin's order depends on its cell list; sort for reproducible edge order.
-    order = torch.as_tensor(np.lexsort((ei[1].numpy(), ei[0].numpy())), dtype=torch.long) if ei.shape[1] else None
-    if order is not None:
-        ei, sh_t = ei[:, order], sh_t[order]
     return NeighborList(edge_index=ei.to(batch.device), shifts=sh_t.to(device=batch.device, dtype=batch.dtype))
+
+
+def _pair_order(i: np.ndarray, j: np.ndarray, shifts: np.ndarray, n: int) -> np.ndarray:
+    """The permutation that sorts pairs by `i`, then `j`, then the periodic shift: an order that does not
+    depend on how vesin's cell list (or its threads) happened to emit them. One sort of the combined
+    `(i, j)` key, which is unique unless a pair repeats with another shift (a cell shorter than twice
+    the cutoff); only then are the shifts compared."""
+    key = i * max(n, 1) + j
+    order = np.argsort(key)
+    ordered = key[order]
+    if ordered.size > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+        s = shifts[order]
+        order = order[np.lexsort((s[:, 2], s[:, 1], s[:, 0], ordered))]
+    return order
 
 
 def as_batch(obj: Any) -> Batch:

@@ -703,3 +703,22 @@ def test_as_batch_type_errors_name_what_is_missing(obj: Any, needle: str) -> Non
         as_batch(obj)
     assert needle in str(info.value)
     assert type(obj).__name__ in str(info.value)
+
+
+def test_pair_order_does_not_depend_on_the_order_vesin_emits_pairs() -> None:
+    """In a cell shorter than twice the cutoff a pair repeats with other shifts; however the pairs come
+    in (vesin's cell list and threads decide), they leave sorted by i, j and shift."""
+    from distcheck.batch import _pair_order
+
+    atoms = ase.Atoms("Cu2", positions=[[0.0, 0.0, 0.0], [1.2, 1.1, 0.9]], cell=np.eye(3) * 2.6, pbc=True)
+    nl = full_neighbor_list(Batch.from_ase(atoms), 4.0)
+    i, j = nl.edge_index.numpy()
+    shifts = nl.shifts.numpy()
+    rows = np.column_stack([i, j, shifts])
+    assert len({(a, b) for a, b in zip(i, j, strict=True)}) < len(i), "the cell makes pairs repeat"
+    assert [tuple(r) for r in rows] == sorted(tuple(r) for r in rows), "sorted by i, j, then shift"
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        perm = rng.permutation(len(i))
+        order = _pair_order(i[perm], j[perm], shifts[perm], 2)
+        np.testing.assert_array_equal(rows[perm][order], rows)
