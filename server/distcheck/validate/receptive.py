@@ -224,10 +224,9 @@ def _hops(graph: tuple[np.ndarray, np.ndarray], start: int) -> np.ndarray:
             break
         # positions first[i] .. first[i] + counts[i] - 1 for every frontier atom i, without a Python loop
         offsets = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(total)
-        nbrs = np.unique(dst[offsets])
-        new = nbrs[dist[nbrs] < 0]
-        dist[new] = level
-        frontier = new
+        nbrs = dst[offsets]
+        dist[nbrs[dist[nbrs] < 0]] = level  # repeated neighbours are written twice, the same level
+        frontier = np.flatnonzero(dist == level)  # each new atom once, without sorting the gathered ones
     return dist
 
 

@@ -158,3 +158,28 @@ class _NoMemo:
 
     def __call__(self, cutoff: float) -> object:
         return self._build(cutoff)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hop_maps_are_breadth_first_distances(seed: int) -> None:
+    """`_hops` on random graphs (repeated edges, unreachable atoms) against a plain breadth-first search."""
+    from collections import deque
+
+    from distcheck.validate.receptive import _csr, _hops
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    edges = rng.integers(0, n - 5, size=(2, 150))  # the last five atoms have no edge
+    edges = np.concatenate([edges, edges[::-1], edges[:, :20]], axis=1)  # both ways, some twice
+    graph = _csr(edges, n)
+    for start in (0, 7, n - 1):
+        expected = np.full(n, -1)
+        expected[start] = 0
+        queue = deque([start])
+        while queue:
+            a = queue.popleft()
+            for b in edges[1][edges[0] == a]:
+                if expected[b] < 0:
+                    expected[b] = expected[a] + 1
+                    queue.append(int(b))
+        np.testing.assert_array_equal(_hops(graph, start), expected)
