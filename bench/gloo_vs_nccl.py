@@ -58,9 +58,9 @@ def _measure(factory: Any, batch: Batch, world_size: int, device: str, **kwargs:
     attempt = report.attempts[0]
     return {
         "verdict": report.verdict,
-        "backend": report.meta["backend"],
+        "backend": report.meta.backend,
         "wall": wall,
-        "reference": report.meta["timings"]["reference"],
+        "reference": report.meta.timings["reference"],
         "ranks": attempt.timings.get("ranks", float("nan")),
         "failing": ",".join(attempt.failing_outputs) or "-",
     }

@@ -6,7 +6,7 @@ atoms; checked with `examples.structures.slab_check`, degenerate combinations ar
 sizes 2, 4 and 8 (every rank on `--device`, gloo), measures:
 
 - the wall time of one `trace_and_validate(examples.mpnn.model_factory, sample, ...)` and its split as
-  recorded by the code: `report.meta["timings"]["reference"]` (the single-process reference run in a
+  recorded by the code: `report.meta.timings["reference"]` (the single-process reference run in a
   child of the warm pool), each attempt's `timings` (`start`: starting the rank processes, `ranks`:
   until the last rank finished, `attempt`: the attempt including diff and diagnostics);
 - per rank, from one more `run_distributed` of the report's spec with the same sample and devices
@@ -149,7 +149,7 @@ def main() -> None:
             t0 = time.perf_counter()
             report = trace_and_validate(mpnn.model_factory, batch, world_size=w, device=device)
             wall = time.perf_counter() - t0
-            ref_s = float(report.meta["timings"]["reference"])
+            ref_s = float(report.meta.timings["reference"])
             att = [a.timings for a in report.attempts]
             start_s = sum(t.get("start", 0.0) for t in att)
             ranks_s = sum(t.get("ranks", 0.0) for t in att)

@@ -81,8 +81,8 @@ def validate(factory: Any, batch: Any, world_size: int, **options: Any) -> Any:
 
 def split(report: Any, wall: float) -> tuple[float, float, float]:
     """(wall, reference, ranks): ranks = everything after the reference."""
-    ref = float(report.meta["timings"]["reference"])
-    return wall, ref, float(report.meta["timings"]["total"]) - ref
+    ref = float(report.meta.timings["reference"])
+    return wall, ref, float(report.meta.timings["total"]) - ref
 
 
 def timed(factory: Any, batch: Any, world_size: int, repeats: int, **options: Any) -> tuple[float, float, float, Any]:
@@ -122,7 +122,7 @@ PHASES = ("until_entry", "factory", "forward", "receptive_field", "body", "until
 
 def phases(report: Any) -> str:
     """The reference run's phases of one report (`meta.timings["reference_*"]`), in s."""
-    timings = report.meta.get("timings") or {}
+    timings = report.meta.timings or {}
     return "  ".join(f"{k} {float(timings[f'reference_{k}']):.3f}" for k in PHASES if f"reference_{k}" in timings)
 
 
@@ -143,8 +143,8 @@ t1 = time.perf_counter()
 b = sample("1k")
 r = (validate_on_cpu(mpnn.model_factory, b, world_size=2) if {device!r} == "cpu" else
      trace_and_validate(mpnn.model_factory, b, world_size=2, device={device!r}))
-print(json.dumps({{"wall": time.perf_counter() - t1, "reference": r.meta["timings"]["reference"],
-                  "total": r.meta["timings"]["total"], "ok": r.ok}}))
+print(json.dumps({{"wall": time.perf_counter() - t1, "reference": r.meta.timings["reference"],
+                  "total": r.meta.timings["total"], "ok": r.ok}}))
 """
 
 CLI_PRESTART = """

@@ -55,7 +55,7 @@ def _row(name: str, world_size: int) -> dict[str, Any]:
         "world_size": world_size,
         "ok": report.ok,
         "wall": wall,
-        "reference": report.meta["timings"]["reference"],
+        "reference": report.meta.timings["reference"],
         "attempts": len(report.attempts),
         "per_attempt": [a.timings.get("attempt", 0.0) for a in report.attempts],
         "rules": [a.rule for a in report.attempts[1:]],

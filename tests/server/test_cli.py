@@ -56,10 +56,10 @@ def test_factory_path_passes_and_writes_a_json_report(
         assert line in err, err
     report = TraceReport.from_json(report_path.read_text())
     assert report.verdict == "passed" and report.ok
-    assert report.meta["world_size"] == 2
+    assert report.meta.world_size == 2
     assert report.target is not None
-    assert report.target["factory"]["file"] == str(EXAMPLES / "pair_potential.py")
-    assert report.target["sample"]["qualname"] == "sample_batch"
+    assert report.target.factory.file == str(EXAMPLES / "pair_potential.py")
+    assert report.target.sample["qualname"] == "sample_batch"
     assert sys.path == path_before, "main() must leave sys.path as it found it"
 
 
@@ -74,8 +74,8 @@ def test_named_target_from_the_examples_config_as_a_subprocess(tmp_path: Path) -
     report = TraceReport.from_json(report_path.read_text())
     assert report.verdict == "passed" and len(report.attempts) >= 2
     assert report.spec.helper("examples.thirdparty.nbops.mol_sum") is not None
-    assert report.meta["watched_helper_packages"] == ["examples.thirdparty.nbops"]
-    assert report.target is not None and report.target["name"] == "helper_model"
+    assert report.meta.watched_helper_packages == ["examples.thirdparty.nbops"]
+    assert report.target is not None and report.target.name == "helper_model"
 
 
 def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,9 +73,9 @@ def test_one_node_two_ranks_finds_the_undeclared_helper_and_fixes_it(tmp_path: P
     assert "ranks started by torchrun on 1 host(s)" in out
     report = TraceReport.from_json(report_path.read_text())
     assert report.verdict == "passed"
-    assert report.meta["launcher"] == "torchrun" and report.meta["world_size"] == 2
-    assert report.meta["backend"] == "gloo" and report.meta["devices"] == ["cpu", "cpu"]
-    assert len(report.meta["placement"]) == 2
+    assert report.meta.launcher == "torchrun" and report.meta.world_size == 2
+    assert report.meta.backend == "gloo" and report.meta.devices == ["cpu", "cpu"]
+    assert len(report.meta.placement) == 2
     assert not report.attempts[0].passed and report.attempts[-1].passed
     assert report.attempts[-1].rule == "declare_helper_adapter"
     assert [h.attr_name for h in report.spec.distribution.third_party_helpers] == ["mol_sum"]
@@ -105,7 +105,7 @@ def test_two_nodes_on_one_host_with_a_static_rendezvous(tmp_path: Path) -> None:
     assert out0.startswith("PASSED") and "PASSED" not in out1
     assert not (tmp_path / "node1.json").exists()
     report = TraceReport.from_json((tmp_path / "node0.json").read_text())
-    assert report.meta["world_size"] == 2 and len(report.meta["placement"]) == 2
+    assert report.meta.world_size == 2 and len(report.meta.placement) == 2
     assert len(report.attempts[0].partition_health.per_rank) == 2
 
 
@@ -189,7 +189,7 @@ def test_ranks_sharing_one_gpu_use_gloo(tmp_path: Path) -> None:
     code, out, err = _standalone([*CHECKS_ENV, "--device", "cuda:0", "--json", str(report_path)])
     assert code == 0, out + err
     report = TraceReport.from_json(report_path.read_text())
-    assert report.meta["backend"] == "gloo" and report.meta["devices"] == ["cuda:0", "cuda:0"]
+    assert report.meta.backend == "gloo" and report.meta.devices == ["cuda:0", "cuda:0"]
 
 
 @pytest.mark.gpu
@@ -200,7 +200,7 @@ def test_one_rank_per_gpu_uses_nccl_with_multicast_off(tmp_path: Path) -> None:
     launch = ["--standalone", f"--nproc-per-node={ranks}"]
     code, out, err = _finish(_torchrun(launch, [*CHECKS_ENV, "--json", str(report_path)], ROOT))
     report = TraceReport.from_json(report_path.read_text())
-    assert report.meta["backend"] == "nccl" and report.meta["devices"] == [f"cuda:{i}" for i in range(ranks)]
+    assert report.meta.backend == "nccl" and report.meta.devices == [f"cuda:{i}" for i in range(ranks)]
     assert all(a.error is None for a in report.attempts), out + err
     if ranks == 2:
         assert code == 0 and report.verdict == "passed", out + err

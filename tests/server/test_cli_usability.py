@@ -403,7 +403,7 @@ def test_frames_on_the_command_line_validate_each_frame_as_a_system(
     assert code == cli.EXIT_PASSED, out + err
     report = TraceReport.from_json(report_path.read_text())
     assert report.target is not None
-    assert report.target["sample"] == {"file": str(trajectory), "frames": "0:3", "frame_indices": [0, 1, 2]}
+    assert report.target.sample == {"file": str(trajectory), "frames": "0:3", "frame_indices": [0, 1, 2]}
     per_rank = report.attempts[0].partition_health.per_rank
     assert per_rank, "the partition of each rank is reported"
     assert report.attempts[0].verdicts["energy"].n_total == 3, "one energy per frame"
@@ -494,7 +494,7 @@ def test_the_editor_runner_takes_frames_and_dtype_from_the_pyproject(trajectory:
     )
     assert params["target"]["frames"] == "1:3" and params["target"]["dtype"] == "float32"
     report, _ = validate(params, lambda e, i: None)
-    assert report.target["sample"] == {
+    assert report.target.sample == {
         "file": str(trajectory),
         "frames": "1:3",
         "frame_indices": [1, 2],

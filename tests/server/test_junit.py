@@ -15,6 +15,7 @@ from distcheck.report.document import TraceReport
 from distcheck.report.failures import output_failure
 from distcheck.report.junit import junit_xml
 from distcheck.report.model import Frame, OutputVerdict
+from distcheck.report.parts import ReportMeta
 
 FIXTURES = Path(__file__).resolve().parents[1] / "extension" / "fixtures"
 
@@ -93,7 +94,7 @@ def _verdict(status: str, **kw: object) -> OutputVerdict:
      ({"default": 4e-3}, "0.004")],
 )  # fmt: skip
 def test_the_failure_text_names_the_tolerance_that_applies(atol: object, expected_atol: str) -> None:
-    f = output_failure(_verdict("mismatch"), {"atol": atol, "rtol": 1e-4})
+    f = output_failure(_verdict("mismatch"), ReportMeta(atol=atol, rtol=1e-4))
     assert f"atol {expected_atol}," in f.message and f"atol {expected_atol}," in f.expected
     assert "3/30 elements" in f.message and "0.5" in f.message
     assert "atom 7, component y" in f.actual and "0.25" in f.actual
@@ -105,7 +106,7 @@ def test_the_failure_text_names_the_tolerance_that_applies(atol: object, expecte
 )
 def test_each_status_says_what_the_distributed_run_gave(status: str, says: str) -> None:
     v = _verdict(status, max_abs_diff=math.nan if status == "nonfinite" else 0.5)
-    f = output_failure(v, {"atol": 1e-5, "rtol": 1e-4})
+    f = output_failure(v, ReportMeta(atol=1e-5, rtol=1e-4))
     assert says in f.message and says in f.actual and "out of tolerance" not in f.message
     assert f.output == "forces" and f.message.startswith("forces:")
 

@@ -27,7 +27,7 @@ import distcheck.validate.engine as engine
 from distcheck import cli, rank_limits, targets
 from distcheck.lsp.config import SETTING_KEYS, load_workspace_targets, read_disk, read_settings
 from distcheck.options import EDITOR_SETTINGS
-from distcheck.report import DeadlineReached, TraceReport
+from distcheck.report import DeadlineReached, ReportMeta, TraceReport
 from distcheck.runtime.factory import load_object
 from distcheck.targets import OptionError, check_option, load_targets
 from distcheck.validate import validate_on_cpu
@@ -457,7 +457,7 @@ def test_budget_clips_each_run_to_what_is_left() -> None:
 
 
 def test_deadline_round_trips_and_is_typed() -> None:
-    report = TraceReport(ok=False, spec=distcheck.MLIPSpec(), attempts=[], next_action="", meta={})
+    report = TraceReport(ok=False, spec=distcheck.MLIPSpec(), attempts=[], next_action="", meta=ReportMeta())
     assert "deadline" not in report.to_dict() and TraceReport.from_json(report.to_json()).deadline is None
     report.deadline = DeadlineReached(deadline_sec=30.0, elapsed_sec=31.5, attempts=2, stage="between_attempts")
     again = TraceReport.from_json(report.to_json())
@@ -492,7 +492,7 @@ def test_deadline_between_attempts_keeps_the_best_attempt() -> None:
     first, second, *_ = report.next_action.split("\n")
     assert first.startswith("FAIL — the deadline of 20 s was reached after 1 attempt") and "raise deadline_sec" in first
     assert second.startswith("best attempt so far: ")
-    assert report.meta["deadline_sec"] == deadline
+    assert report.meta.deadline_sec == deadline
     _assert_no_ranks_left()
 
 
@@ -542,7 +542,7 @@ def test_cli_deadline_cuts_the_reference_and_writes_the_report(
 
 
 def test_next_action_names_the_stage() -> None:
-    report = TraceReport(ok=False, spec=distcheck.MLIPSpec(), attempts=[], next_action="", meta={})
+    report = TraceReport(ok=False, spec=distcheck.MLIPSpec(), attempts=[], next_action="", meta=ReportMeta())
     report.deadline = DeadlineReached(deadline_sec=5.0, elapsed_sec=5.2, attempts=0, stage="between_attempts")
     assert next_action(report).startswith(
         "FAIL — the deadline of 5 s was reached after the reference run, before the first distributed attempt"

@@ -245,13 +245,13 @@ def test_a_per_output_tolerance_changes_the_verdict_end_to_end(tmp_path: Path) -
     best = strict.attempts[-1]
     assert strict.verdict == "failed", strict.next_action
     assert best.verdicts["energy"].status == "mismatch" and best.verdicts["forces"].passed
-    assert strict.meta["atol"] == {"default": 1e-5, "energy": 0.0}
-    assert strict.meta["rtol"] == {"default": 1e-4, "per_graph": 0.0}
+    assert strict.meta.atol == {"default": 1e-5, "energy": 0.0}
+    assert strict.meta.rtol == {"default": 1e-4, "per_graph": 0.0}
     assert "energy" in strict.next_action.split("\n")[0]
     again = TraceReport.from_json(strict.to_json())
-    assert again.meta["atol"] == strict.meta["atol"] and "energy (max abs" in again.render_text(color=False)
+    assert again.meta.atol == strict.meta.atol and "energy (max abs" in again.render_text(color=False)
     relaxed = validate_on_cpu(pair_potential.model_factory, batch, atol={"forces": 1e-5}, **common)
-    assert relaxed.verdict == "passed" and relaxed.meta["atol"] == {"default": 1e-5, "forces": 1e-5}
+    assert relaxed.verdict == "passed" and relaxed.meta.atol == {"default": 1e-5, "forces": 1e-5}
     with pytest.raises(OptionError, match=r"atol names 'energie'.*its outputs: energy, forces"):
         validate_on_cpu(pair_potential.model_factory, batch, atol={"energie": 0.0}, **common)
 

@@ -24,6 +24,7 @@ from distcheck.report import (
     TraceReport,
     WorkerError,
 )
+from distcheck.report.parts import ReportMeta
 from distcheck.spec import HelperAdapter, MLIPSpec
 
 PRIOR = MLIPSpec.from_dict(
@@ -242,7 +243,7 @@ def test_round_trip_is_lossless(rich_report: TraceReport) -> None:
 
 
 def test_json_is_strict_utf8_json(rich_report: TraceReport) -> None:
-    rich_report.meta["note"] = "halo 5.5 Å — ok"
+    rich_report.meta.extra["note"] = "halo 5.5 Å — ok"
     raw = rich_report.to_json().encode("utf-8")
     parsed = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
     assert parsed == orjson.loads(raw)
@@ -275,18 +276,18 @@ def test_non_finite_floats_come_back(rich_report: TraceReport) -> None:
     assert ld.first_divergent is not None
     assert ld.max_rel_diff == math.inf and ld.first_divergent.ranks_sum[1] == -math.inf
     assert ld.extra["per_rank"][0] == -math.inf  # a key the record does not name survives, int keys too
-    assert again.meta["timings"]["total"] == math.inf
+    assert again.meta.timings["total"] == math.inf
     assert again.attempts[1].verdicts["energy"].max_abs_diff == 0.75
 
 
 def test_strings_that_look_like_non_finite_floats_stay_strings(rich_report: TraceReport) -> None:
     tricky = ["NaN", "Infinity", "-Infinity", "~NaN", "~~Infinity", "nan", "~", "~x"]
-    rich_report.meta["strings"] = tricky
-    rich_report.meta["floats"] = [math.nan, math.inf, -math.inf, -0.0, 1e300]
+    rich_report.meta.extra["strings"] = tricky
+    rich_report.meta.extra["floats"] = [math.nan, math.inf, -math.inf, -0.0, 1e300]
     again = TraceReport.from_json(rich_report.to_json())
-    assert again.meta["strings"] == tricky
-    assert all(isinstance(s, str) for s in again.meta["strings"])
-    floats = again.meta["floats"]
+    assert again.meta.extra["strings"] == tricky
+    assert all(isinstance(s, str) for s in again.meta.extra["strings"])
+    floats = again.meta.extra["floats"]
     assert math.isnan(floats[0]) and floats[1:3] == [math.inf, -math.inf]
     assert floats[3] == 0.0 and math.copysign(1.0, floats[3]) == -1.0
     assert floats[4] == 1e300
@@ -302,8 +303,8 @@ def test_int_keys_are_restored(rich_report: TraceReport) -> None:
     assert per_rank[1] == RankCounts(owned=5, halo=6, remote=7)
     assert set(again.attempts[1].halo_completeness.extra["per_rank"]) == {0, 1}
     # Keys under other names stay strings, even when they look like numbers.
-    rich_report.meta["by_layer"] = {"0": 1.0, "1": 2.0}
-    assert TraceReport.from_json(rich_report.to_json()).meta["by_layer"] == {"0": 1.0, "1": 2.0}
+    rich_report.meta.extra["by_layer"] = {"0": 1.0, "1": 2.0}
+    assert TraceReport.from_json(rich_report.to_json()).meta.extra["by_layer"] == {"0": 1.0, "1": 2.0}
 
 
 def test_equality_notices_differences(rich_report: TraceReport) -> None:
@@ -317,32 +318,32 @@ def test_equality_notices_differences(rich_report: TraceReport) -> None:
     other.attempts[2].spec.distribution.policy.halo_width = 6.0
     assert other != rich_report
     other = TraceReport.from_json(rich_report.to_json())
-    other.meta["strings"] = ["NaN"]
-    rich_report.meta["strings"] = [math.nan]
+    other.meta.extra["strings"] = ["NaN"]
+    rich_report.meta.extra["strings"] = [math.nan]
     assert other != rich_report
 
 
 def test_round_trip_of_minimal_report() -> None:
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta={})
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta=ReportMeta())
     text = report.to_json()
     assert TraceReport.from_json(text) == report
     assert TraceReport.from_json(text).target is None
 
 
 def test_values_json_cannot_hold_are_refused(rich_report: TraceReport) -> None:
-    rich_report.meta["bad"] = {"x": object()}
+    rich_report.meta.extra["bad"] = {"x": object()}
     with pytest.raises(TypeError, match=r"meta\.bad\.x"):
         rich_report.to_json()
-    del rich_report.meta["bad"]
-    rich_report.meta["keys"] = {1: "one"}
+    del rich_report.meta.extra["bad"]
+    rich_report.meta.extra["keys"] = {1: "one"}
     with pytest.raises(TypeError, match=r"int key"):
         rich_report.to_json()
 
 
 def test_tuples_and_number_like_values_are_normalised(rich_report: TraceReport) -> None:
-    rich_report.meta["shape"] = (3, 4)
+    rich_report.meta.extra["shape"] = (3, 4)
     again = TraceReport.from_json(rich_report.to_json())
-    assert again.meta["shape"] == [3, 4]
+    assert again.meta.extra["shape"] == [3, 4]
     assert again == rich_report
 
 
@@ -515,7 +516,7 @@ def test_render_text_contents(rich_report: TraceReport) -> None:
 
 
 def test_render_text_prefers_frames_under_root(rich_report: TraceReport) -> None:
-    rich_report.meta["root"] = "/proj"
+    rich_report.meta.root = "/proj"
     text = rich_report.render_text()
     assert "at /proj/layers/energy.py:17 in energy_head" in text
 
@@ -550,7 +551,7 @@ def test_render_text_escapes_nothing_weird(rich_report: TraceReport) -> None:
 
 
 def test_render_text_without_attempts_or_tolerances() -> None:
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta={})
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta=ReportMeta())
     text = report.render_text()
     assert text.splitlines()[0] == "ERROR"
     assert "final spec:" in text
@@ -681,7 +682,7 @@ def test_round_trip_of_disagreements_rollbacks_and_crash_traces() -> None:
 
 def test_the_best_attempt_is_stored_and_read_back() -> None:
     attempts = [_attempt(0, PRIOR, passed=False), _attempt(1, PRIOR, passed=False)]
-    stored = TraceReport(ok=False, spec=PRIOR, attempts=attempts, next_action="", meta={}, best_index=1)
+    stored = TraceReport(ok=False, spec=PRIOR, attempts=attempts, next_action="", meta=ReportMeta(), best_index=1)
     doc = stored.to_dict()
     assert doc["best_attempt"] == 1 and TraceReport.from_dict(doc).best_attempt is not None
     assert TraceReport.from_dict(doc).best_index == 1  # read, not recomputed (the rule would give 0)

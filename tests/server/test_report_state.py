@@ -9,7 +9,7 @@ import os
 import pytest
 
 from distcheck.report import REPORT_STATES, REPORT_VERDICTS, Attempt, OutputVerdict, TraceReport
-from distcheck.report.parts import PartitionHealth
+from distcheck.report.parts import PartitionHealth, ReportMeta
 from distcheck.spec import MLIPSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,7 +27,9 @@ def _attempt(index: int, passed: bool, *, degenerate: bool = False) -> Attempt:
 
 def _report(*passed: bool, best: int | None = None, degenerate: bool = False) -> TraceReport:
     attempts = [_attempt(i, p, degenerate=degenerate) for i, p in enumerate(passed)]
-    return TraceReport(ok=any(passed), spec=MLIPSpec(), attempts=attempts, next_action="", meta={}, best_index=best)
+    return TraceReport(
+        ok=any(passed), spec=MLIPSpec(), attempts=attempts, next_action="", meta=ReportMeta(), best_index=best
+    )
 
 
 @pytest.mark.parametrize(
@@ -52,7 +54,7 @@ def test_a_pass_after_a_fix_is_its_own_state(passed: tuple[bool, ...], best: int
 def test_other_verdicts_are_their_own_state() -> None:
     assert _report(False, True, degenerate=True).state == "inconclusive"  # a degenerate pass proves nothing
     assert _report(True, degenerate=True).state == "inconclusive"
-    empty = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta={})
+    empty = TraceReport(ok=False, spec=MLIPSpec(), attempts=[], next_action="", meta=ReportMeta())
     assert empty.state == "error"
 
 

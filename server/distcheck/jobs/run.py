@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..option_check import ConfigError
 from ..options import Vocabulary, option
 from ..rank_limits import check_world_size
+from ..report.parts import FactoryInfo, TargetInfo, view
 from .devices import resolve_device
 from .sample import add_dtype_hint, import_object, load_sample, source_of
 from .target import Target
@@ -41,13 +42,13 @@ def loaded_factory(target: Target) -> Any:
 def describe_target(report: TraceReport, target: Target, factory: Any, sample_info: dict[str, Any]) -> None:
     """Set `report.target` (what was validated: factory and sample with their source lines, spec, config)."""
     if report.target is None:
-        report.target = {
-            "name": target.name,
-            "factory": source_of(factory, target.factory),
-            "sample": sample_info,
-            "spec_path": target.spec,
-            "config": target.config,
-        }
+        report.target = TargetInfo(
+            name=target.name,
+            factory=view(FactoryInfo, source_of(factory, target.factory)),
+            sample=sample_info,
+            spec_path=target.spec,
+            config=target.config,
+        )
 
 
 def system_atoms(batch: Batch) -> list[int]:

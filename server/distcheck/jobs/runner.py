@@ -33,9 +33,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..options import EDITOR
+
+if TYPE_CHECKING:
+    from ..report import TraceReport
 
 __all__ = ["keep_spares_warm", "main", "validate"]
 
@@ -212,7 +215,7 @@ def _keep_seconds() -> float:
         return KEEP_WARM_S
 
 
-def keep_spares_warm(params: Mapping[str, Any], report: Any | None = None) -> None:
+def keep_spares_warm(params: Mapping[str, Any], report: TraceReport | None = None) -> None:
     """Keep the spares of validations warm between them, for `_keep_seconds()` after the last one.
 
     Before a validation (`report` None): the pool keeps what that validation wants when it ends
@@ -230,9 +233,8 @@ def keep_spares_warm(params: Mapping[str, Any], report: Any | None = None) -> No
             return
         from ..runtime.spares_cache import packages_for
 
-        meta = getattr(report, "meta", None) or {}
-        devices, world_size = meta.get("devices"), meta.get("world_size")
-        if not isinstance(devices, list) or not isinstance(world_size, int) or world_size < 1:
+        devices, world_size = report.meta.devices, report.meta.world_size
+        if devices is None or world_size is None or world_size < 1:
             spares.keep_warm(idle_timeout_s=keep_s)
             return
         target = params.get("target")

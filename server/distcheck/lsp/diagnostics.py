@@ -138,7 +138,7 @@ def _failing_outputs(p: Placer, report: TraceReport, fix: Attempt | None, change
         advice = f"auto-fix {fix.rule or 'rule'!r} makes every output match: apply the spec-fix quick fix"
     else:
         advice = first_line(report.next_action) or "see the distcheck report for what to change"
-    meta = report.run_meta
+    meta = report.meta
     for v in first.verdicts.values():
         if v.passed or v.status == "suspicious":  # within tolerance: a `suspicious-output` warning says why
             continue
@@ -342,7 +342,7 @@ def _spec_missing(p: Placer, report: TraceReport) -> None:
     if where is None:
         return
     name = os.path.basename(p.ctx.spec_path)
-    world = report.run_meta.world_size
+    world = report.meta.world_size
     message = f"Validated at world_size {world}, but no spec file is saved yet."
     remedy = (
         f"apply the quick fix to save the validated spec to {name}, so later validations (and your distributed "

@@ -195,7 +195,7 @@ class Placer:
     # ---- the factory, the sample, the spec
 
     def factory(self, report: TraceReport | None) -> tuple[str, Span] | None:
-        target = report.target_info if report is not None else None
+        target = report.target if report is not None else None
         info = target.factory if target is not None else None
         path = info.file if info is not None else None
         line = info.line if info is not None else None
@@ -212,7 +212,7 @@ class Placer:
         return path, self.line_span(path, line or 1)
 
     def sample(self, report: TraceReport) -> tuple[str, Span] | None:
-        target = report.target_info
+        target = report.target
         info = view(FactoryInfo, target.sample) if target is not None and target.sample is not None else None
         if info is not None and info.file is not None:
             path, line = info.file, info.line

@@ -6,8 +6,8 @@ JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson undernea
 
 - Lossless: `TraceReport.from_json(r.to_json()) == r`, non-finite floats and int-keyed dicts included.
 - The text is strict JSON (valid UTF-8, no `NaN` / `Infinity` literals): a non-finite float is written
-  as one of the strings `"NaN"`, `"Infinity"`, `"-Infinity"`. In the free-form dicts (`meta`,
-  `partition_health`, `layer_divergence`, ...) a genuine string that would read back as one of those
+  as one of the strings `"NaN"`, `"Infinity"`, `"-Infinity"`. In the free-form values (the open
+  records' `extra`, `meta.timings`, ...) a genuine string that would read back as one of those
   (`"NaN"`, `"~NaN"`, ...) is written with one more leading `~`, so strings survive too.
 - Rank-keyed dicts (`HelperDiagnosis.n_calls_per_rank`, and any dict stored under a `"per_rank"` key in
   the free-form dicts) have int keys in Python and decimal-string keys in JSON; reading restores the
@@ -134,19 +134,18 @@ def report_state(verdict: str, attempts: Sequence[Attempt], best_index: int | No
 class TraceReport(Record):
     """The result of one validation: the bottom line, the working (or best) spec and every attempt.
 
-    `ok` is the engine's bottom line (True iff an attempt passed). `spec` is the spec that passed, or
-    the best one tried. `attempts` are in the order run. `next_action` tells the user what to do; its
-    first line is a one-liner. `meta` holds world_size, device, backend, tolerances (`"atol"` /
-    `"rtol"`: a number, or a dict per output name or output kind, with an optional `"default"`),
-    versions and timings; an optional `"root"` (project directory) picks the traceback frame to show.
-    `target` says what was validated, e.g. `{"factory": {"file", "line", "qualname"}, "sample": {...},
-    "spec_path": ...}`. `deadline` is set when the whole-validation deadline stopped it early (its
-    JSON field is written only then). `best_index` is the position in `attempts` of the attempt the
-    report stands on (JSON `best_attempt`): the engine sets it with `best_attempt_index`, the one
-    definition of "best"; `spec`, the headline in `next_action`, the verdict, the CLI, the daemon and
-    the editor panel all read it, never recompute it. Left None with attempts present (a report built
-    by hand, or read from an older document that lacks it), it is computed with `best_attempt_index`;
-    a value out of range raises `ValueError`.
+    `ok` is the engine's bottom line (True iff an attempt passed). `spec` is the spec that passed, or the best one
+    tried. `attempts` are in the order run. `next_action` tells the user what to do; its first line is a one-liner.
+    `meta` (`parts.ReportMeta`) says how the validation ran: world_size, devices, backend, tolerances, options,
+    versions, timings, what the reference learned; its `root` (project directory) picks the traceback frame to show.
+    `target` (`parts.TargetInfo`, None when not recorded) says what was validated: the factory and sample with their
+    source lines, the spec and config files. Both are open records: keys they do not name are kept in `extra`.
+    `deadline` is set when the whole-validation deadline stopped it early (its JSON field is written only then).
+    `best_index` is the position in `attempts` of the attempt the report stands on (JSON `best_attempt`): the engine
+    sets it with `best_attempt_index`, the one definition of "best"; `spec`, the headline in `next_action`, the
+    verdict, the CLI, the daemon and the editor panel all read it, never recompute it. Left None with attempts
+    present (a report built by hand, or read from an older document that lacks it), it is computed with
+    `best_attempt_index`; a value out of range raises `ValueError`.
     `receptive_field` (`checks.ReceptiveField`), `roundoff` (`checks.RoundoffFloor`) and
     `sample_warnings` (`checks.SampleWarning`) say how far the verdict can be trusted; each is
     written to JSON only when set or non-empty.
@@ -156,8 +155,8 @@ class TraceReport(Record):
     spec: MLIPSpec
     attempts: list[Attempt]
     next_action: str
-    meta: dict[str, Any] = dataclasses.field(metadata=wire(shape=ReportMeta))
-    target: dict[str, Any] | None = dataclasses.field(default=None, metadata=wire(shape=TargetInfo))
+    meta: ReportMeta
+    target: TargetInfo | None = None
     deadline: DeadlineReached | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
     best_index: int | None = dataclasses.field(default=None, metadata=wire(key="best_attempt"))
     receptive_field: ReceptiveField | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
@@ -176,6 +175,11 @@ class TraceReport(Record):
     _ignored = ("report_version",)
 
     def __post_init__(self) -> None:
+        # a free-form dict given for an open part (hand-built reports, older callers) is read as its record
+        if isinstance(self.meta, Mapping):
+            self.meta = view(ReportMeta, self.meta)
+        if isinstance(self.target, Mapping):
+            self.target = view(TargetInfo, self.target)
         if self.best_index is None:
             self.best_index = best_attempt_index(self.attempts)
         elif isinstance(self.best_index, bool) or not 0 <= self.best_index < len(self.attempts):
@@ -191,16 +195,6 @@ class TraceReport(Record):
         if self.best_index is None or not 0 <= self.best_index < len(self.attempts):
             return None
         return self.attempts[self.best_index]
-
-    @property
-    def run_meta(self) -> ReportMeta:
-        """`meta` read typed (`parts.view`: a missing or mistyped key takes its default)."""
-        return view(ReportMeta, self.meta)
-
-    @property
-    def target_info(self) -> TargetInfo | None:
-        """`target` read typed, None when the report does not say what was validated."""
-        return None if self.target is None else view(TargetInfo, self.target)
 
     @property
     def fix_applied(self) -> str | None:

@@ -9,7 +9,6 @@ actual)`: both read the same strings, so the two cannot drift. This module never
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from .render import tolerance_for
 
 if TYPE_CHECKING:
     from .model import Attempt, OutputVerdict
+    from .parts import ReportMeta
 
 __all__ = ["OutputFailure", "output_failure", "output_failures"]
 
@@ -51,11 +51,11 @@ _ACTUAL_BY_STATUS = {
 }
 
 
-def output_failure(v: OutputVerdict, meta: Mapping[str, object]) -> OutputFailure:
+def output_failure(v: OutputVerdict, meta: ReportMeta) -> OutputFailure:
     """The failure record of output verdict `v` (a failing one) under the tolerances in `meta`
     (`atol` / `rtol`: a number or a mapping by output name, kind or "default")."""
-    atol = tolerance_for(meta.get("atol"), v.name, v.kind)
-    rtol = tolerance_for(meta.get("rtol"), v.name, v.kind)
+    atol = tolerance_for(meta.atol, v.name, v.kind)
+    rtol = tolerance_for(meta.rtol, v.name, v.kind)
     tolerance = f"atol {_fmt(atol)}, rtol {_fmt(rtol)}"
     expected = f"{v.name} ({v.kind}): every element equal to the single-process run within {tolerance}"
     diffs = f"max abs diff {_fmt(v.max_abs_diff)}, max rel diff {_fmt(v.max_rel_diff)}"
@@ -76,7 +76,7 @@ def output_failure(v: OutputVerdict, meta: Mapping[str, object]) -> OutputFailur
     return OutputFailure(output=v.name, message=message, expected=expected, actual=actual)
 
 
-def output_failures(best: Attempt | None, meta: Mapping[str, object]) -> list[OutputFailure]:
+def output_failures(best: Attempt | None, meta: ReportMeta) -> list[OutputFailure]:
     """One `output_failure` per failing output of attempt `best`, in the attempt's output order
     (empty when `best` is None or every output passed)."""
     if best is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -55,7 +54,7 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
     cases = [case]
     failures = sum(1 for c in cases if c.find("failure") is not None)
     errors = sum(1 for c in cases if c.find("error") is not None)
-    total = meta.get("timings", {}).get("total") if isinstance(meta.get("timings"), Mapping) else None
+    total = (meta.timings or {}).get("total")
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors), "skipped": "0"}
     seconds = f"{float(total):.3f}" if isinstance(total, (int, float)) else "0"
     root = ET.Element("testsuites", {"name": "distcheck", **counts, "time": seconds})
@@ -73,8 +72,8 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
     properties = ET.SubElement(suite, "properties")
     props = {"verdict": report.verdict, "next_action": report.next_action.split("\n")[0]}
     for key in ("world_size", "device", "backend", "atol", "rtol", "factory"):
-        if key in meta:
-            props[key] = _one_line(meta[key])
+        if getattr(meta, key) is not None:
+            props[key] = _one_line(getattr(meta, key))
     for key, value in props.items():
         ET.SubElement(properties, "property", {"name": key, "value": value})
     suite.extend(cases)

@@ -1,6 +1,5 @@
 """Typed records of the report's open parts: `partition_health`, `halo_completeness`, `layer_divergence`
-(per attempt, stored as these records), `meta` and `target` (per report, stored as free-form dicts and
-read typed with `view`).
+(per attempt), `meta` and `target` (per report); `view` reads a free-form dict as one of them.
 
 An open part may carry keys an older or newer distcheck wrote that these records do not name: reading
 keeps them in the record's `extra` (as does a usual key whose value has the wrong type: the field then
@@ -60,6 +59,8 @@ class _Open(Record):
     _open: ClassVar[bool] = True
     _empty_when_default: ClassVar[bool] = False
     """Written as `{}` when every field has its default and `extra` is empty (a part "not checked")."""
+    _omit_none: ClassVar[bool] = False
+    """A field holding None is not written (a part whose keys are each recorded only when known)."""
 
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True, repr=False, metadata={"extra": True})
 
@@ -85,6 +86,8 @@ class _Open(Record):
         if self._empty_when_default and not self.extra and self.is_default():
             return {}
         out = super()._encode(path)
+        if self._omit_none:
+            out = {s.key: out[s.key] for s in slots(type(self)) if getattr(self, s.name) is not None}
         for key, value in self.extra.items():
             out[key] = _enc_free(value, (*path, key), int_keys=key == "per_rank")
         return out
@@ -183,6 +186,8 @@ class TargetInfo(_Open):
     """`TraceReport.target` (None when not recorded): the target's `name`, its `factory` and `sample`
     with their source lines, the `spec_path` and the `config` file it came from."""
 
+    _omit_none = True
+
     name: str | None = None
     factory: FactoryInfo | None = None
     sample: dict[str, Any] | None = None
@@ -228,6 +233,8 @@ class ReportMeta(_Open):
     `timings` (seconds per phase), the `wrapper` facts, the `inference_notes`, the watched and skipped
     helper packages, the `output_problems` and the reference's non-finite counts per output.
     """
+
+    _omit_none = True
 
     world_size: int | None = None
     device: Any = None

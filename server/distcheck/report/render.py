@@ -89,7 +89,7 @@ def tolerance_for(tol: object, name: str, kind: str) -> object:
 class _Renderer:
     def __init__(self, report: TraceReport, color: bool) -> None:
         self.report = report
-        self.meta = report.run_meta
+        self.meta = report.meta
         self.color = color
         self.lines: list[str] = []
 
@@ -137,7 +137,7 @@ class _Renderer:
         if meta.launcher == "torchrun" and meta.hosts is not None:
             hosts = meta.hosts
             self.add(_clean(f"ranks started by torchrun on {len(hosts)} host(s): {', '.join(hosts)}"), 2)
-        factory = r.target_info.factory if r.target_info is not None else None
+        factory = r.target.factory if r.target is not None else None
         if factory is not None:
             line = "?" if factory.line is None else factory.line
             where = f"{factory.file or '?'}:{line}"

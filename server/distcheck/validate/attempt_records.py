@@ -26,6 +26,7 @@ from ..report import (
     merge_unrouted,
 )
 from ..report.atoms import AtomErrors
+from ..report.parts import ReportMeta
 from ..runtime.errors import DistributedError
 from ..runtime.launch import DistributedRun
 from ..runtime.model import WrapperError
@@ -64,13 +65,13 @@ def evaluate_run(
     opts: Mapping[str, Any],
     reused: bool,
     timings: dict[str, float],
-    meta: dict[str, Any],
+    meta: ReportMeta,
 ) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Attempt `index` of a validation from its `run` under `spec`: the outputs checked, consolidated
     (again under `spec` when the run is `reused`) and compared with the reference, replicated outputs
     rank against rank, watched helpers, the first divergent layer, halo completeness and non-finite
     values. Returns the attempt, the raw per-output comparison and the helper diagnoses (auto-fix's
-    evidence); an attempt whose outputs cannot be compared is errored (`meta["output_problems"]`)."""
+    evidence); an attempt whose outputs cannot be compared is errored (`meta.output_problems`)."""
     ref = reference_outputs(reference)
     problems = rank_problems(run.rank_outputs, run.rows, ref, spec.output_kinds)
     outputs: dict[str, torch.Tensor] = {}
@@ -188,12 +189,12 @@ def output_attempt(
     rule: str | None,
     problems: Sequence[OutputProblem],
     reference: Mapping[str, Any],
-    meta: dict[str, Any],
+    meta: ReportMeta,
     timings: dict[str, float],
     reused: bool = False,
 ) -> Attempt:
-    """An attempt whose outputs could not be compared; `meta["output_problems"]` lists why."""
-    meta["output_problems"] = [p.to_dict() for p in problems]
+    """An attempt whose outputs could not be compared; `meta.output_problems` lists why."""
+    meta.output_problems = list(problems)
     attempt = failed_attempt(index, spec, rationale, rule, output_error(problems, reference["wrapper"]), timings)
     attempt.reused_run = reused
     return attempt

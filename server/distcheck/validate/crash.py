@@ -21,6 +21,7 @@ from typing import Any
 from .. import __version__
 from ..report import Attempt, CrashTrace, HaloCompleteness, PartitionHealth, TraceReport, WorkerError
 from ..report import Frame as ReportFrame
+from ..report.parts import ReportMeta, TargetInfo
 from ..runtime.errors import DistributedError, Frame, RankFailure
 from ..spec import MLIPSpec
 from .errors import translate
@@ -91,7 +92,7 @@ def crash_handler_counts(traces: Sequence[CrashTrace]) -> dict[str, int]:
 
 def setup_report(error: WorkerError, target: str | None) -> TraceReport:
     """The report of a validation that did not start: one attempt holding `error` (phase "setup"), the
-    default spec, verdict "error", `next_action` the error and its hint, `meta["target"]` = `target`."""
+    default spec, verdict "error", `next_action` the error and its hint, `target.name` = `target`."""
     attempt = Attempt(
         index=0,
         spec=MLIPSpec(),
@@ -110,5 +111,6 @@ def setup_report(error: WorkerError, target: str | None) -> TraceReport:
         timings={},
     )
     action = f"FAIL — {error.message}\nwhat to do: {error.hint}" if error.hint else f"FAIL — {error.message}"
-    meta = {"versions": {"distcheck": __version__}, "target": target}
-    return TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action=action, meta=meta)
+    meta = ReportMeta(versions={"distcheck": __version__})
+    described = TargetInfo(name=target) if target is not None else None
+    return TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action=action, meta=meta, target=described)

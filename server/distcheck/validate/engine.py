@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
+from ..report.parts import WrapperInfo, view
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
@@ -51,7 +52,7 @@ def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
 
 
 def _reference_phases(reference: Mapping[str, Any]) -> dict[str, float]:
-    """The reference run's own phases as `meta["timings"]` keys (`reference_factory`, `reference_forward`,
+    """The reference run's own phases as `meta.timings` keys (`reference_factory`, `reference_forward`,
     ...): what its child spent building, running, measuring the receptive field, and what the parent
     waited for its start, the first attempt's ranks to be handed out and the result."""
     return {f"reference_{k}": float(v) for k, v in dict(reference.get("timings") or {}).items()}
@@ -120,7 +121,7 @@ def run_validation(
             ahead=ahead,
         )
     except DistributedError as err:
-        meta["timings"] = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
+        meta.timings = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
         attempt = failed_attempt(
             0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
         )
@@ -168,17 +169,17 @@ def _from_reference(
     reference = reference_run.result
     if ahead is not None:  # what this target's next validation's spares import ahead
         record(ref.describe(), dict(reference.get("imported_packages") or {}))
-    meta["skipped_helper_packages"] = [p for p in s.requested if p not in watched] + list(
+    meta.skipped_helper_packages = [p for p in s.requested if p not in watched] + list(
         reference["helpers"].get("skipped", [])
     )
-    meta["wrapper"] = reference["wrapper"]
+    meta.wrapper = view(WrapperInfo, reference["wrapper"])
     _emit(progress, "reference_finished", seconds=t_reference)
     current, notes, rationale, receptive = _initial_spec(reference, batch.num_atoms, batch.num_systems, prior)
-    meta["inference_notes"] = notes
+    meta.inference_notes = notes
     check_tolerance_names(atol, rtol, current.output_kinds)
     problem = reference_error(reference, current, batch.num_atoms, batch.num_systems, meta)
     if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
-        meta["timings"] = {
+        meta.timings = {
             "reference": t_reference,
             **_reference_phases(reference),
             "total": time.perf_counter() - t_start,
@@ -255,7 +256,7 @@ def _from_reference(
                 measured, notes, rationale, receptive = _initial_spec(
                     reference, batch.num_atoms, batch.num_systems, prior
                 )
-                meta["inference_notes"] = notes
+                meta.inference_notes = notes
                 if measured.signature() != current.signature():
                     current = measured
                     tried.add(current.signature())
@@ -317,7 +318,7 @@ def _from_reference(
         current, rationale, rule, needs_run = proposal.spec, proposal.rationale, proposal.rule, proposal.needs_run
     best_index = best_attempt_index(attempts)  # None when the deadline passed before the first attempt
     best = attempts[best_index] if best_index is not None else None
-    meta["timings"] = {"reference": t_reference, **_reference_phases(reference), "total": time.perf_counter() - t_start}
+    meta.timings = {"reference": t_reference, **_reference_phases(reference), "total": time.perf_counter() - t_start}
     report = TraceReport(
         ok=best is not None and best.passed and not best.degenerate,
         spec=best.spec if best is not None else current,

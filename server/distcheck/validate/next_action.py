@@ -105,7 +105,7 @@ def _deadline_line(d: DeadlineReached) -> str:
 
 
 def _verdict_action(report: TraceReport) -> str:
-    meta = report.run_meta
+    meta = report.meta
     atol = 0.0 if meta.atol is None else meta.atol
     rtol = 0.0 if meta.rtol is None else meta.rtol
     if not report.attempts:

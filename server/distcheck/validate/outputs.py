@@ -13,18 +13,18 @@ local atom and the reference's trailing shape, per-graph and global outputs with
 Every shortfall is an `OutputProblem` (the output, the rank or None for the single process, a problem
 code, a message naming the output and what to change); `output_error` turns them into the attempt's
 `WorkerError` (type `WrapperError`, phase `outputs`), `nonfinite_reference_error` into one of type
-`NonFiniteReference`. The report's `meta["output_problems"]` lists them as dicts.
+`NonFiniteReference`. The report's `meta.output_problems` lists them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..report import Frame, WorkerError
+from ..report.parts import OutputProblem, ReportMeta
 from ..runtime.consolidate import RankRows
 from ..runtime.frames import innermost_user_frame
 from ..runtime.model import WrapperError
@@ -55,22 +55,6 @@ _SAME_OUTPUTS = (
     "the batch being a rank's LocalBatch or on current_context())"
 )
 _MAX_LISTED = 8
-
-
-@dataclass(frozen=True)
-class OutputProblem:
-    """One way the wrapper's outputs cannot be compared: `output` (None: the whole mapping), `rank`
-    (None: the single-process reference), `problem` (one of `PROBLEM_CODES`), `message` (what is wrong
-    and what to change, naming the output)."""
-
-    output: str | None
-    rank: int | None
-    problem: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """`{"output", "rank", "problem", "message"}` (JSON-ready)."""
-        return {"output": self.output, "rank": self.rank, "problem": self.problem, "message": self.message}
 
 
 def _dtype(t: torch.Tensor) -> str:
@@ -251,36 +235,36 @@ def output_error(problems: Sequence[OutputProblem], wrapper: Mapping[str, Any]) 
     """The attempt's error for output problems: the first one as the hint, all of them (up to
     `_MAX_LISTED`) in the message; the frame is the wrapper's class."""
     first = problems[0]
-    listed = [p.message for p in problems[:_MAX_LISTED]]
+    listed = [p.message or "" for p in problems[:_MAX_LISTED]]
     if len(problems) > _MAX_LISTED:
         listed.append(f"and {len(problems) - _MAX_LISTED} more (meta.output_problems)")
     return WorkerError(
         type="WrapperError",
-        message="; ".join(listed) if len(problems) > 1 else first.message,
+        message="; ".join(listed) if len(problems) > 1 else listed[0],
         rank=first.rank,
         phase=OUTPUT_PHASE,
         frames=_wrapper_frames(wrapper),
         user_frame=innermost_user_frame(_wrapper_frames(wrapper)),
-        hint=first.message,
+        hint=listed[0],
     )
 
 
 def reference_error(
-    reference: Mapping[str, Any], spec: MLIPSpec, num_atoms: int, num_systems: int, meta: dict[str, Any]
+    reference: Mapping[str, Any], spec: MLIPSpec, num_atoms: int, num_systems: int, meta: ReportMeta
 ) -> WorkerError | None:
     """Why the single-process outputs cannot be validated (None when they can), checked in this order:
-    no outputs or a non-floating dtype, then NaN/inf (`meta["reference_nonfinite"]`: counts per output),
-    then output kinds the spec gives that contradict the shapes. Problems go to `meta["output_problems"]`."""
+    no outputs or a non-floating dtype, then NaN/inf (`meta.reference_nonfinite`: counts per output),
+    then output kinds the spec gives that contradict the shapes. Problems go to `meta.output_problems`."""
     outputs: Mapping[str, torch.Tensor] = reference["outputs"]
     info: Mapping[str, Any] = reference.get("wrapper") or {}
     problems = reference_problems(outputs, str(info.get("class") or "the wrapper").rpartition(".")[2])
     if not problems:
         counts = nonfinite_counts(outputs)
         if counts:
-            meta["reference_nonfinite"] = counts
+            meta.reference_nonfinite = counts
             return nonfinite_reference_error(counts, info)
         problems = kind_problems(outputs, spec, num_atoms, num_systems)
     if not problems:
         return None
-    meta["output_problems"] = [p.to_dict() for p in problems]
+    meta.output_problems = list(problems)
     return output_error(problems, info)

@@ -23,6 +23,7 @@ from ..batch import Batch, as_batch
 from ..option_check import OptionError, Tolerance, check_options, unknown_tolerance_keys, with_default
 from ..options import option
 from ..rank_limits import check_world_size
+from ..report.parts import ReportMeta
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
 from ..runtime.launch import resolve_backend, resolve_devices
@@ -71,7 +72,7 @@ class RunSetup:
     requested: list[str]
     watched: list[str]
     opts: dict[str, Any]
-    meta: dict[str, Any]
+    meta: ReportMeta
     t_start: float
 
 
@@ -126,30 +127,29 @@ def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunS
     requested = list(DEFAULT_WATCHED_HELPERS if watched_helper_packages is None else watched_helper_packages)
     # Only packages that exist travel to the ranks: a failed import in every rank costs more than the trace.
     watched = [p for p in requested if _findable(p)]
-    meta: dict[str, Any] = {
-        "world_size": world_size,
-        "device": devices[0] if len(set(devices)) == 1 else devices,
-        "devices": devices,
-        "backend": resolved_backend,
-        "atol": atol,
-        "rtol": rtol,
-        "auto_fix": auto_fix,
-        "max_fix_attempts": max_fix_attempts,
-        "timeout_sec": timeout_sec,
-        "deadline_sec": deadline_sec,
-        "watched_helper_packages": watched,
-        "helper_sample_every": helper_sample_every,
-        "layer_diagnostic": layer_diagnostic,
-        "factory": ref.describe(),
-        "num_atoms": batch.num_atoms,
-        "num_systems": batch.num_systems,
-        "versions": {"distcheck": __version__, "torch": torch.__version__, "python": platform.python_version()},
-        "harness": "cpu" if devices[0] == "cpu" else "gpu",
-        "launcher": "local" if session is None else "torchrun",
-    }
-    if session is not None:
-        meta["hosts"] = session.hosts
-        meta["placement"] = session.placement
+    meta = ReportMeta(
+        world_size=world_size,
+        device=devices[0] if len(set(devices)) == 1 else devices,
+        devices=devices,
+        backend=resolved_backend,
+        atol=atol,
+        rtol=rtol,
+        auto_fix=auto_fix,
+        max_fix_attempts=max_fix_attempts,
+        timeout_sec=timeout_sec,
+        deadline_sec=deadline_sec,
+        watched_helper_packages=watched,
+        helper_sample_every=helper_sample_every,
+        layer_diagnostic=layer_diagnostic,
+        factory=ref.describe(),
+        num_atoms=batch.num_atoms,
+        num_systems=batch.num_systems,
+        versions={"distcheck": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        harness="cpu" if devices[0] == "cpu" else "gpu",
+        launcher="local" if session is None else "torchrun",
+        hosts=list(session.hosts) if session is not None else None,
+        placement=list(session.placement) if session is not None else None,
+    )
     return RunSetup(
         ref=ref,
         batch=batch,

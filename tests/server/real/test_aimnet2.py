@@ -81,7 +81,7 @@ def test_mol_sum_is_flagged_then_adapted(world_size: int, tmp_path: Path) -> Non
     # Inference chose `local`: AIMNet2 sums over its padded neighbour matrix, which cannot be halo-corrected.
     assert report.attempts[0].spec.distribution.policy.scatter_mode == "local"
     assert same_spec(report.attempts[0].spec, aimnet2.SPEC) and same_spec(report.spec, aimnet2.CORRECT_SPEC)
-    assert any("passes messages 3 times" in note for note in report.meta["inference_notes"])
+    assert any("passes messages 3 times" in note for note in report.meta.inference_notes)
 
     assert report.ok, report.next_action
     assert [a.rule for a in report.attempts] == [None, "declare_helper_adapter"]

@@ -16,6 +16,7 @@ from accuracy_models import advice, rank_split
 
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.report import Attempt, OutputVerdict, best_attempt_index
+from distcheck.report.parts import ReportMeta
 from distcheck.runtime.consolidate import RankRows
 from distcheck.runtime.launch import DistributedRun
 from distcheck.spec import MLIPSpec
@@ -161,14 +162,14 @@ def test_one_rule_for_the_best_attempt() -> None:
     assert best_attempt_index([_attempt(0, 0.1), _attempt(1, None, passed=True), _attempt(2, None, passed=True)]) == 1
     assert best_attempt_index([]) is None
     attempts = [_attempt(0, 0.1), _attempt(1, 0.5)]
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta={})
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta=ReportMeta())
     assert report.best_attempt is attempts[0]  # computed with the same rule when not given
     # the stored index is what every reader uses: JSON keeps it, even one a recomputation would not pick
-    chosen = TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta={}, best_index=1)
+    chosen = TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta=ReportMeta(), best_index=1)
     again = TraceReport.from_json(chosen.to_json())
     assert again.best_index == 1 and again.best_attempt is again.attempts[1]
     with pytest.raises(ValueError, match="best_index"):
-        TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta={}, best_index=2)
+        TraceReport(ok=False, spec=MLIPSpec(), attempts=attempts, next_action="", meta=ReportMeta(), best_index=2)
     broken = chosen.to_dict()
     broken["best_attempt"] = 5
     with pytest.raises(ValueError, match="best_attempt"):

@@ -23,7 +23,7 @@ def test_examples_pass_on_one_gpu(module: object, world_size: int) -> None:
         world_size=world_size,  # type: ignore[attr-defined]
         device="cuda:0",
     )
-    assert report.meta["backend"] == "gloo"
+    assert report.meta.backend == "gloo"
     # Every output must match; "inconclusive" is accepted only for a degenerate partition (a rank without
     # remote atoms at this world size), where the pass proves less.
     best = report.best_attempt

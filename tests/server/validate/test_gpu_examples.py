@@ -31,7 +31,7 @@ def test_every_example_fp64(module: Any, world_size: int) -> None:
         spec=spec,
         watched_helper_packages=WATCH,
     )
-    assert report.meta["backend"] == "gloo"
+    assert report.meta.backend == "gloo"
     # Every output must match; "inconclusive" is accepted only for a degenerate partition (a rank without
     # remote atoms at this world size), where the pass proves less.
     best = report.best_attempt

@@ -98,5 +98,5 @@ def test_per_edge_virial_goes_back_to_halo_correction() -> None:
 def test_strain_partial_found_whatever_the_leading_one(factory: str) -> None:
     bare: dict[str, Any] = {"format": "distcheck-spec", "version": 1}
     report = validate_on_cpu(f"{STRAIN}:{factory}", _sample(STRAIN), spec=bare, auto_fix=False, timeout_sec=60)
-    assert report.spec.all_reduce_outputs == ["stress"], report.meta.get("inference_notes")
+    assert report.spec.all_reduce_outputs == ["stress"], report.meta.inference_notes
     assert report.ok and len(report.attempts) == 1, report.next_action

@@ -18,6 +18,7 @@ import torch
 
 from distcheck import cli, validate_on_cpu
 from distcheck.report import Attempt, OutputVerdict, TraceReport
+from distcheck.report.parts import ReportMeta
 from distcheck.runtime.consolidate import RankRows, consolidate
 from distcheck.runtime.factory import load_object
 from distcheck.runtime.model import WrapperError
@@ -101,7 +102,7 @@ def test_unusable_reference_outputs_are_an_error_before_any_attempt(junk: str) -
     assert said in head and "internal error" not in report.next_action
     assert "distcheck/runtime/model.py" not in head  # no pointer into distcheck's own code
     if junk.endswith("dtype"):
-        assert "floating point" in head and report.meta["output_problems"][0]["output"] == output
+        assert "floating point" in head and report.meta.output_problems[0].output == output
 
 
 def _nonfinite(junk: str) -> dict[str, dict[str, int]]:
@@ -124,7 +125,7 @@ def test_nonfinite_reference_is_a_model_problem_and_runs_no_attempt(junk: str) -
     assert "attempt_started" not in events
     (attempt,) = report.attempts
     assert attempt.error is not None and attempt.error.type == "NonFiniteReference"
-    assert report.meta["reference_nonfinite"] == expected
+    assert report.meta.reference_nonfinite == expected
     head = report.next_action.split("\n")[0]
     assert "model or the sample, not of distribution" in head
     assert "fix the model or the sample in one process first" in head
@@ -146,8 +147,8 @@ def test_a_kind_that_contradicts_the_reference_shape_is_an_error(
     spec = {"format": "distcheck-spec", "version": 1, "output_kinds": kinds}
     report, events = _validate("clean", spec=spec)
     assert report.verdict == "error" and "attempt_started" not in events
-    problem = report.meta["output_problems"][0]
-    assert problem["output"] == output and problem["problem"] == "kind"
+    problem = report.meta.output_problems[0]
+    assert problem.output == output and problem.problem == "kind"
     assert f"set output_kinds.{output} to {fitting}" in report.next_action.split("\n")[0]
 
 
@@ -196,8 +197,8 @@ def test_unusable_rank_outputs_are_an_errored_attempt_naming_output_and_rank(jun
     if output is not None:
         assert repr(output) in head
     if error.phase == "outputs":  # found by the validator (the others are raised in the rank)
-        problems = report.meta["output_problems"]
-        assert problems[0]["output"] == output and problems[0]["rank"] == rank
+        problems = report.meta.output_problems
+        assert problems is not None and problems[0].output == output and problems[0].rank == rank
 
 
 @pytest.mark.parametrize(
@@ -296,8 +297,8 @@ def _attempt(verdicts: dict[str, OutputVerdict]) -> Attempt:
 
 
 def _next_action_of(verdicts: dict[str, OutputVerdict], atol: Any, rtol: Any) -> str:
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[_attempt(verdicts)], next_action="", meta={})
-    report.meta.update(atol=atol, rtol=rtol, world_size=2)
+    meta = ReportMeta(atol=atol, rtol=rtol, world_size=2)
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[_attempt(verdicts)], next_action="", meta=meta)
     text = next_action(report)
     assert text.startswith(("OK — ", "FAIL — "))
     return text

@@ -16,6 +16,7 @@ from distcheck.report import (
     PartitionHealth,
     TraceReport,
 )
+from distcheck.report.parts import ReportMeta
 from distcheck.spec import MLIPSpec
 from distcheck.validate.layers import compare_layers
 
@@ -70,7 +71,7 @@ def test_the_modules_survive_the_report_json() -> None:
         verdicts={}, handler_counts={}, error=None, helper_diagnostics=[], layer_divergence=layer,
         partition_health=PartitionHealth(), halo_completeness=HaloCompleteness(), timings={},
     )  # fmt: skip
-    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action="", meta={})
+    report = TraceReport(ok=False, spec=MLIPSpec(), attempts=[attempt], next_action="", meta=ReportMeta())
     back = TraceReport.from_json(report.to_json())
     got = back.attempts[0].layer_divergence
     assert isinstance(got, LayerDivergence)

@@ -16,6 +16,7 @@ import torch
 
 from distcheck.batch import Batch
 from distcheck.report import ReceptiveField, TraceReport
+from distcheck.report.parts import ReportMeta
 from distcheck.spec import MLIPSpec
 from distcheck.validate.receptive import _reach, measure_receptive_field
 from distcheck.validate.trust_action import GRAPH_SKIP, trust_lines
@@ -78,7 +79,9 @@ def test_next_action_shows_the_skip_as_evidence() -> None:
         status="measured", cutoff=4.0, declared_depth=1, declared_field=4.0, measured_depth=1,
         measured_field=4.0, basis="forces", probes=2, under_declared=False, note=note,
     )  # fmt: skip
-    report = TraceReport(ok=False, spec=base_spec(), attempts=[], next_action="", meta={}, receptive_field=field)
+    report = TraceReport(
+        ok=False, spec=base_spec(), attempts=[], next_action="", meta=ReportMeta(), receptive_field=field
+    )
     (line,) = trust_lines(report)
     assert line.startswith("receptive field: forces also moved 5 hop(s)") and "per-system quantities" in line
     field.note = "2 atom(s) displaced; forces: 1 layer(s)"

@@ -97,7 +97,7 @@ def test_unwatched_helper_is_still_caught_by_the_dispatch_observer() -> None:
     assert {(u.origin, os.path.basename(u.file or "")) for u in first.unrouted} == {("torchscript", "nbops.py")}
     assert report.ok and report.attempts[-1].rule == "run_torchscript_eagerly", report.next_action
     assert report.spec.distribution.torchscript == "eager"
-    assert report.meta["watched_helper_packages"] == []
+    assert report.meta.watched_helper_packages == []
     unfixed = validate_on_cpu(
         helper_model.model_factory, helper_model.sample_batch(), watched_helper_packages=(), auto_fix=False
     )
@@ -108,7 +108,7 @@ def test_missing_watched_package_is_listed_in_meta() -> None:
     report = validate_on_cpu(pair_potential.model_factory, pair_potential.sample_batch(),
                              watched_helper_packages=["no_such_package_xyz.nbops"])
     assert report.ok
-    assert report.meta["skipped_helper_packages"] == ["no_such_package_xyz.nbops"]
+    assert report.meta.skipped_helper_packages == ["no_such_package_xyz.nbops"]
 
 
 def test_degenerate_partition_is_inconclusive() -> None:
