@@ -19,7 +19,7 @@ from distcheck.lsp.diagnostics import (
     spec_invalid_diagnostics,
 )
 from distcheck.lsp.diagnostics_place import full_text
-from distcheck.report import Frame, HaloCompleteness, TraceReport
+from distcheck.report import Frame, HaloCompleteness, TargetInfo, TraceReport
 from distcheck.spec import MLIPSpec
 from examples import helper_model
 
@@ -171,7 +171,7 @@ def test_worker_error_degenerate_and_halo(examples: Path, tmp_path: Path) -> Non
     assert (error.range.start.line, error.range.start.character, error.range.end.character) == (line + 1, 4, 9)
 
     degenerate = _report("degenerate", examples)
-    degenerate.target = {"sample": {"file": str(model), "line": 1, "qualname": "sample_batch"}}
+    degenerate.target = TargetInfo(sample={"file": str(model), "line": 1, "qualname": "sample_batch"})
     out = report_diagnostics(degenerate, _context(examples))
     (d,) = out[str(model)]
     assert d.code == "degenerate-partition" and d.range.start.line == _line(model, "def sample_batch")
