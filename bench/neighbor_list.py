@@ -1,10 +1,10 @@
-"""Seconds of distcheck's neighbour list (`batch.full_neighbor_list`) on the MPNN example's samples.
+"""Seconds of distcheck's neighbour list (`neighbors.full_neighbor_list`) on the MPNN example's samples.
 
     .venv/bin/python bench/neighbor_list.py [--sizes 1k,10k,100k] [--cutoff 4.0] [--repeats 3]
 
 Per size: the median of `full_neighbor_list` as the model calls it, vesin's own `compute` alone, and
 the two ways of putting vesin's pairs in a reproducible order: one sort of the `(i, j)` key
-(`batch._pair_order`, what `full_neighbor_list` does) and the two-key `np.lexsort` (what it did
+(`neighbors._pair_order`, what `full_neighbor_list` does) and the two-key `np.lexsort` (what it did
 before), and vesin's own `sorted=True` (by `i` only). Also checks that both orders give the same pairs. Measures;
 asserts nothing.
 """
@@ -48,7 +48,7 @@ def _one(size: str, cutoff: float, repeats: int) -> str:
     import vesin
     from gpu_validate import sample
 
-    from distcheck.batch import _pair_order, full_neighbor_list
+    from distcheck.neighbors import _pair_order, full_neighbor_list
 
     batch = sample(size)
     pos = batch.positions.detach().numpy()

@@ -15,7 +15,8 @@ from ase.neighborlist import neighbor_list as ase_neighbor_list
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcheck.batch import Batch, NeighborList, as_batch, full_neighbor_list
+from distcheck.batch import Batch, NeighborList, as_batch
+from distcheck.neighbors import full_neighbor_list
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -708,7 +709,7 @@ def test_as_batch_type_errors_name_what_is_missing(obj: Any, needle: str) -> Non
 def test_pair_order_does_not_depend_on_the_order_vesin_emits_pairs() -> None:
     """In a cell shorter than twice the cutoff a pair repeats with other shifts; however the pairs come
     in (vesin's cell list and threads decide), they leave sorted by i, j and shift."""
-    from distcheck.batch import _pair_order
+    from distcheck.neighbors import _pair_order
 
     atoms = ase.Atoms("Cu2", positions=[[0.0, 0.0, 0.0], [1.2, 1.1, 0.9]], cell=np.eye(3) * 2.6, pbc=True)
     nl = full_neighbor_list(Batch.from_ase(atoms), 4.0)

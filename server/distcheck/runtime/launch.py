@@ -26,7 +26,7 @@ from ..batch import Batch, as_batch
 from ..option_check import check_options
 from ..report import UnroutedOp
 from ..spec import MLIPSpec
-from . import beacon, lifeline, spares, spares_child
+from . import beacon, lifeline, run_dirs, spares, spares_child
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import SetupError
 from .factory import FactoryRef, resolve_factory
@@ -333,7 +333,7 @@ def run_distributed(
         prepared = None
     if prepared is not None:
         prepared.take()
-    run_dir = prepared.run_dir if prepared is not None else lifeline.make_run_dir("run")
+    run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
     workdir = run_dir.path
     job = {
         "workdir": workdir,

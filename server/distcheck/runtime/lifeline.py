@@ -11,8 +11,9 @@ starts, possibly in a new session (`setsid`, `start_new_session=True`), out of e
   every process under it and removes the owner's run directories.
 - Every rank (`arm_child`) gets SIGKILL when the forkserver dies, is a subreaper too and, on its way
   out, kills what the model left running (`kill_tree`).
-- Run directories are `distcheck-<kind>-<owner pid>-XXXX` holding a lock the owner keeps while it
-  runs; `make_run_dir` first removes those whose lock nobody holds (their owner died).
+- Run directories (`run_dirs`) are `distcheck-<kind>-<owner pid>-XXXX` holding a lock the owner keeps
+  while it runs; the forkserver removes a dead owner's, and each new one first removes those whose
+  lock nobody holds (their owner died).
 
 Linux only (prctl, /proc); elsewhere these functions do nothing and tree kills fall back to process
 groups. No torch: the forkserver arms itself before anything else, and the CLI may use this module.
@@ -23,22 +24,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import fcntl
 import os
-import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
 from types import FrameType
 
+from .run_dirs import run_dirs_of, sweep_run_dirs
+
 __all__ = [
     "OWNER_GONE_SIGNAL",
-    "RunDir",
     "arm_child",
     "arm_forkserver",
     "become_subreaper",
@@ -46,10 +45,8 @@ __all__ = [
     "forkserver_pid",
     "helpers_ignore_sigint",
     "kill_tree",
-    "make_run_dir",
     "set_parent_death_signal",
     "stop_forkserver",
-    "sweep_run_dirs",
 ]
 
 PR_SET_PDEATHSIG = 1
@@ -58,9 +55,6 @@ PR_SET_CHILD_SUBREAPER = 36
 OWNER_GONE_SIGNAL = signal.SIGUSR1
 """The forkserver's parent-death signal (its handler tells a dead owner from a finished thread)."""
 
-_RUN_DIR = re.compile(r"^distcheck-(?:run|ref)-(\d+)-")
-_LOCK = "owner.lock"
-_YOUNG_S = 60.0  # a run directory without its lock file this young may be one being created
 
 # Set in the forkserver by `arm_forkserver`; ranks forked from it inherit them.
 _forkserver_pid: int | None = None
@@ -255,16 +249,9 @@ def _sweep_dying_owner(owner: int) -> None:
     deadline = time.monotonic() + _OWNER_EXIT_WAIT_S
     while True:
         sweep_run_dirs(owner=owner)
-        if not _run_dirs_of(owner) or time.monotonic() > deadline:
+        if not run_dirs_of(owner) or time.monotonic() > deadline:
             return
         time.sleep(0.05)
-
-
-def _run_dirs_of(owner: int) -> list[str]:
-    base = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        return [n for n in os.listdir(base) if (m := _RUN_DIR.match(n)) and int(m.group(1)) == owner]
-    return []
 
 
 def _remove_owner_socket_dir() -> None:
@@ -361,72 +348,3 @@ def arm_child(owner: int | None = None) -> None:
     if set_parent_death_signal(signal.SIGKILL) and parent is not None and os.getppid() != parent:
         os._exit(1)
     become_subreaper()
-
-
-# -- run directories -----------------------------------------------------------------------------------
-class RunDir:
-    """A private temporary directory for one run, locked by its owner while the run lasts."""
-
-    def __init__(self, kind: str) -> None:
-        sweep_run_dirs()
-        self.path = tempfile.mkdtemp(prefix=f"distcheck-{kind}-{os.getpid()}-")
-        # Locked under another name, then renamed: a sweep never sees the lock file unlocked while its
-        # owner lives.
-        pending = os.path.join(self.path, _LOCK + ".new")
-        self._lock_fd: int | None = os.open(pending, os.O_WRONLY | os.O_CREAT, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        os.rename(pending, os.path.join(self.path, _LOCK))
-
-    def remove(self) -> None:
-        """Delete the directory (idempotent)."""
-        shutil.rmtree(self.path, ignore_errors=True)
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._lock_fd)
-            self._lock_fd = None
-
-
-def make_run_dir(kind: str) -> RunDir:
-    """`RunDir(kind)`: sweep stale run directories, then make a fresh one named after this process."""
-    return RunDir(kind)
-
-
-def sweep_run_dirs(owner: int | None = None, tmpdir: str | None = None) -> list[str]:
-    """Remove distcheck run directories (of `owner` only, when given) whose owner is gone: their lock is
-    free, or they have no lock and are older than a minute. Returns the removed paths."""
-    base = tmpdir or tempfile.gettempdir()
-    removed: list[str] = []
-    try:
-        entries = os.listdir(base)
-    except OSError:
-        return removed
-    uid = os.getuid()
-    for name in entries:
-        m = _RUN_DIR.match(name)
-        if not m or (owner is not None and int(m.group(1)) != owner):
-            continue
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if st.st_uid != uid or not os.path.isdir(path) or os.path.islink(path):
-            continue
-        if _stale(path, st.st_mtime):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def _stale(path: str, mtime: float) -> bool:
-    try:
-        fd = os.open(os.path.join(path, _LOCK), os.O_RDONLY)
-    except OSError:
-        return time.time() - mtime > _YOUNG_S
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False  # its owner still holds it
-    finally:
-        os.close(fd)  # releases the lock taken just above
-    return True

@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from ..batch import Batch, NeighborList, full_neighbor_list
+from ..batch import Batch, NeighborList
+from ..neighbors import full_neighbor_list
 from .context import RankContext
 
 __all__ = ["LocalBatch", "make_local_batch"]

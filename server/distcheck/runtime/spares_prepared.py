@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lifeline
+from . import run_dirs
 from .spares import pool, rank_counts, roomy
 from .spares_process import Spare
 from .spares_settings import enabled
@@ -29,7 +29,7 @@ __all__ = ["PreparedRanks", "ValidationSpares", "prepare_ranks"]
 class PreparedRanks:
     """Spares that became the ranks of one coming run, with its (locked) run directory."""
 
-    run_dir: lifeline.RunDir
+    run_dir: run_dirs.RunDir
     spares: list[Spare]
     factory: str
     torchscript: str
@@ -72,7 +72,7 @@ def prepare_ranks(
     from ..spec import MLIPSpec
 
     torchscript = MLIPSpec.from_dict(spec).distribution.torchscript
-    run_dir = lifeline.make_run_dir("run")
+    run_dir = run_dirs.make_run_dir("run")
     spares: list[Spare] = []
     prepared = PreparedRanks(run_dir, spares, factory.describe(), torchscript, world_size, list(devices))
     try:

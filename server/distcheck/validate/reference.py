@@ -24,7 +24,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
-from ..runtime import beacon, lifeline, spares
+from ..runtime import beacon, lifeline, run_dirs, spares
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
 from ..runtime.launch import end_child_process, main_hidden, process_context, start_child_process, write_error
@@ -289,7 +289,7 @@ def run_reference(
     `ahead` (the validation's spares) is asked for its spares first and, once this run has its process,
     has the first attempt's ranks built while it runs. Returns as soon as the child has handed over its
     outputs; the child measures the receptive field on (`ReferenceRun.field`), within the same bound."""
-    run_dir = lifeline.make_run_dir("ref")
+    run_dir = run_dirs.make_run_dir("ref")
     workdir = run_dir.path
     job = {
         "workdir": workdir,

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..runtime import lifeline
+from ..runtime import run_dirs
 from ..runtime.errors import DistributedError
 from ..runtime.supervise import stop_all, supervise
 from .receptive import measure_receptive_field, per_atom_quantities
@@ -76,7 +76,7 @@ class PendingField:
     `with` block closes it)."""
 
     procs: list[Any]
-    run_dir: lifeline.RunDir
+    run_dir: run_dirs.RunDir
     deadline: float
     """`time.perf_counter()` past which the measurement is abandoned (the reference run's bound)."""
     cutoff: float | None = None

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import Faults
-from distcheck.runtime import beacon, lifeline
+from distcheck.runtime import beacon, lifeline, run_dirs
 
 SPAWNER = """
 import subprocess, sys, time
@@ -84,21 +84,21 @@ def test_sweep_removes_only_run_dirs_whose_owner_is_gone(tmp_path: Path) -> None
     fd = os.open(held / "owner.lock", os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        removed = lifeline.sweep_run_dirs(tmpdir=str(tmp_path))
+        removed = run_dirs.sweep_run_dirs(tmpdir=str(tmp_path))
     finally:
         os.close(fd)
     assert sorted(removed) == sorted([str(stale), str(old_unlocked)])
     assert young_unlocked.exists() and other.exists() and held.exists()
-    assert lifeline.sweep_run_dirs(owner=12345, tmpdir=str(tmp_path)) == []
-    assert lifeline.sweep_run_dirs(owner=os.getpid(), tmpdir=str(tmp_path)) == [str(held)]  # lock released
+    assert run_dirs.sweep_run_dirs(owner=12345, tmpdir=str(tmp_path)) == []
+    assert run_dirs.sweep_run_dirs(owner=os.getpid(), tmpdir=str(tmp_path)) == [str(held)]  # lock released
 
 
 def test_run_dir_is_named_after_its_owner_and_kept_while_it_lives() -> None:
-    run = lifeline.make_run_dir("run")
+    run = run_dirs.make_run_dir("run")
     try:
         name = os.path.basename(run.path)
         assert name.startswith(f"distcheck-run-{os.getpid()}-")
-        assert str(run.path) not in lifeline.sweep_run_dirs(owner=os.getpid())
+        assert str(run.path) not in run_dirs.sweep_run_dirs(owner=os.getpid())
         assert os.path.isdir(run.path)
     finally:
         run.remove()

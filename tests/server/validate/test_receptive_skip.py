@@ -18,7 +18,8 @@ from distcheck.batch import Batch
 from distcheck.report import ReceptiveField, TraceReport
 from distcheck.report.parts import ReportMeta
 from distcheck.spec import MLIPSpec
-from distcheck.validate.receptive import _reach, measure_receptive_field
+from distcheck.validate.receptive import measure_receptive_field
+from distcheck.validate.receptive_graph import gapless_reach
 from distcheck.validate.trust_action import GRAPH_SKIP, trust_lines
 from examples import mpnn
 from examples.accuracy import base, mask_loop, method_forms
@@ -69,7 +70,7 @@ def test_a_real_deep_model_keeps_its_depth_and_no_skip() -> None:
     [([0, 1, 1, 2], 2), ([0, 1, 5], 1), ([0], 0), ([0, 2, 2], 0), ([0, 1, 2, 3, 3, 6], 3)],
 )
 def test_reach_stops_at_the_first_empty_level(levels: list[int], reach: int) -> None:
-    assert _reach(np.array(levels)) == reach
+    assert gapless_reach(np.array(levels)) == reach
 
 
 def test_next_action_shows_the_skip_as_evidence() -> None:
