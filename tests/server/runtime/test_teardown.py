@@ -92,14 +92,17 @@ def test_the_validate_command_leaves_no_process_holding_its_output() -> None:
 # the orphan's parent exits at once, so without a subreaper the orphan would belong to init.
 ORPHAN_SCRIPT = textwrap.dedent(
     """
-    import subprocess, sys
+    import subprocess, sys, time
     from distcheck.runtime import spares, teardown
-    from distcheck.runtime.spares_start import process_context
+    from distcheck.runtime.spares_start import forkserver_ready, process_context
 
     assert teardown.adopt_orphans()
     process_context()  # the forkserver and the resource tracker
     spares.prestart("cpu", 2)
-    import time; time.sleep(2)  # the keeper forking spares meanwhile
+    deadline = time.monotonic() + 240
+    while not forkserver_ready() and time.monotonic() < deadline:  # stopped when asked, not killed mid-import
+        time.sleep(0.05)
+    time.sleep(1)  # the keeper forking spares meanwhile
     subprocess.run([sys.executable, "-c",
         "import subprocess, sys; subprocess.Popen(['sleep', '600']); sys.exit(0)"], check=True)
     ended = teardown.end_helpers()
@@ -112,4 +115,24 @@ def test_end_helpers_stops_the_pool_and_the_orphans_it_adopted() -> None:
     code, out, err, holders = _run_holding_pipes([sys.executable, "-c", ORPHAN_SCRIPT])
     assert code == 0, out + err
     assert "stopped ['forkserver', 'resource tracker']" in out, out + err
+    assert holders == [], f"still holding the script's output after it exited: {holders}"
+
+
+# The forkserver still importing torch when the command ends: not waited for past the bound, killed.
+IMPORTING_SCRIPT = textwrap.dedent(
+    """
+    from distcheck.runtime import teardown
+    from distcheck.runtime.spares_start import process_context
+
+    process_context()  # returns while the forkserver imports its preload modules
+    ended = teardown.end_helpers(timeout_s=0.0)
+    print("stopped", sorted(ended.stopped), "killed", len(ended.killed), flush=True)
+    """
+)
+
+
+def test_end_helpers_kills_a_forkserver_past_its_bound() -> None:
+    code, out, err, holders = _run_holding_pipes([sys.executable, "-c", IMPORTING_SCRIPT])
+    assert code == 0, out + err
+    assert "'forkserver'" not in out.split("killed")[0] and "killed 0" not in out, out + err
     assert holders == [], f"still holding the script's output after it exited: {holders}"
