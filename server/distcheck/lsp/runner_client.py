@@ -23,10 +23,12 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from .runner_tree import Tracked, kill_all, snapshot
 
 __all__ = ["RunCancelled", "RunnerClient", "RunnerDied", "RunnerError"]
 
@@ -86,90 +88,6 @@ class _Pending:
     on_event: EventCallback | None = None
 
 
-@dataclass
-class _Tracked:
-    """Processes seen under the runner: pid → create time (to never kill a reused pid)."""
-
-    procs: dict[int, float] = field(default_factory=dict)
-    rank_pids: set[int] = field(default_factory=set)
-
-
-def _snapshot(root_pid: int) -> dict[int, float]:
-    import psutil
-
-    try:
-        children = psutil.Process(root_pid).children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return {}
-    out: dict[int, float] = {}
-    for child in children:
-        try:
-            out[child.pid] = child.create_time()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return out
-
-
-def _kill_all(root_pid: int | None, tracked: dict[int, float], rank_pids: set[int], wait: float) -> list[int]:
-    """Kill `root_pid`'s group and every process (and process group) under it or recorded; returns
-    the pids that were alive. Runs in a worker thread."""
-    import psutil
-
-    own_group = os.getpgrp()
-    if root_pid is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(root_pid, signal.SIGSTOP)
-    found = dict(tracked)
-    if root_pid is not None:
-        found.update(_snapshot(root_pid))
-    procs: list[Any] = []
-    for pid, created in found.items():
-        try:
-            proc = psutil.Process(pid)
-            if abs(proc.create_time() - created) > 0.01:
-                continue
-            procs.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    for pid in rank_pids:
-        if pid not in found:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                procs.append(psutil.Process(pid))
-    groups: set[int] = set()
-    for proc in procs:
-        with contextlib.suppress(OSError):
-            groups.add(os.getpgid(proc.pid))
-    if root_pid is not None:
-        groups.add(root_pid)
-    groups.discard(own_group)
-    for group in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGKILL)
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.kill()
-    if root_pid is not None:
-        with contextlib.suppress(OSError):
-            os.kill(root_pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait
-    alive = list(procs)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _running(p)]
-        if alive:
-            time.sleep(0.02)
-    return [p.pid for p in procs if p not in alive]
-
-
-def _running(proc: Any) -> bool:
-    """Alive and not a zombie (a zombie's parent may be gone; it holds nothing)."""
-    import psutil
-
-    try:
-        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
 class RunnerClient:
     """One runner process and its pipe. Not reusable: after it exits, make a new one."""
 
@@ -195,7 +113,7 @@ class RunnerClient:
         self.stderr_tail: deque[str] = deque(maxlen=40)
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
-        self._tracked = _Tracked()
+        self._tracked = Tracked()
         self._killing = False
         self._tasks: list[asyncio.Task[Any]] = []
         self._busy = 0
@@ -294,7 +212,7 @@ class RunnerClient:
         root = self.pid if self.alive else None
         tracked = dict(self._tracked.procs)
         ranks = set(self._tracked.rank_pids)
-        killed = await asyncio.to_thread(_kill_all, root, tracked, ranks, 1.0)
+        killed = await asyncio.to_thread(kill_all, root, tracked, ranks, 1.0)
         if self.proc is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.exited.wait(), timeout=2.0)
@@ -306,7 +224,7 @@ class RunnerClient:
         ranks = set(self._tracked.rank_pids)
         if not tracked and not ranks:
             return []
-        return await asyncio.to_thread(_kill_all, None, tracked, ranks, 1.0)
+        return await asyncio.to_thread(kill_all, None, tracked, ranks, 1.0)
 
     # ---- requests
 
@@ -352,13 +270,13 @@ class RunnerClient:
 
     async def _snapshots(self) -> None:
         while self.alive and self.pid is not None:
-            found = await asyncio.to_thread(_snapshot, self.pid)
+            found = await asyncio.to_thread(snapshot, self.pid)
             self._tracked.procs.update(found)
             await asyncio.sleep(_SNAPSHOT_EVERY)
 
     def forget_processes(self) -> None:
         """Drop the record of processes (after a validation finished and they are gone)."""
-        self._tracked = _Tracked()
+        self._tracked = Tracked()
 
     # ---- reading
 
