@@ -7,6 +7,7 @@ import pytest
 from distcheck.report.atoms import describe_index
 from distcheck.report.failures import output_failure
 from distcheck.report.model import OutputVerdict
+from distcheck.report.parts import ReportMeta
 
 
 @pytest.mark.parametrize(
@@ -27,7 +28,7 @@ def test_describe_index(index: list[int], kind: str, words: str) -> None:
 
 def test_the_failure_text_names_the_atom_and_component() -> None:
     v = OutputVerdict("forces", "per_node", False, 0.1, 0.2, "mismatch", [279, 1], 3, 300)
-    failure = output_failure(v, {"atol": 1e-6, "rtol": 1e-5})
+    failure = output_failure(v, ReportMeta(atol=1e-6, rtol=1e-5))
     text = failure.to_dict()
     assert "atom 279, component y" in str(text)
     assert "[279, 1]" not in str(text)

@@ -50,7 +50,7 @@ def _validate(spec: dict[str, object]) -> TraceReport:
 def test_a_bound_forward_validates_like_its_model() -> None:
     right = _validate(cdist_models.SPEC)
     assert right.verdict == "passed", right.next_action
-    wrapper = right.run_meta.wrapper
+    wrapper = right.meta.wrapper
     assert wrapper is not None and wrapper.cls is not None and wrapper.cls.endswith("CdistMPNN")
     assert wrapper.cutoff == cdist_models.CUTOFF and wrapper.num_interactions == 3
 
