@@ -7,7 +7,7 @@
  * the rest. Absent optional fields are not problems: reports of other distcheck versions omit some.
  */
 
-import { isRecord } from "./report";
+import { isRecord, toNumber } from "./report";
 
 /** Most of one list the panel renders (rows, frames, ranks); the rest is counted, not drawn. */
 export const MAX_ITEMS = 100;
@@ -128,7 +128,7 @@ export class Reader {
   /** A number as the report writes it (finite, or the strings "NaN", "Infinity", "-Infinity"). */
   num(key: string, opts: { required?: boolean; nullable?: boolean } = {}): number | undefined {
     const value = this.raw(key);
-    const x = asNumber(value);
+    const x = toNumber(value);
     if (x !== undefined) {
       return x;
     }
@@ -179,22 +179,6 @@ export class Reader {
   }
 }
 
-/** A report number (finite, or its non-finite string form) as a JS number; anything else undefined. */
-export function asNumber(value: unknown): number | undefined {
-  if (typeof value === "number") {
-    return value;
-  }
-  if (value === "NaN") {
-    return Number.NaN;
-  }
-  if (value === "Infinity") {
-    return Number.POSITIVE_INFINITY;
-  }
-  if (value === "-Infinity") {
-    return Number.NEGATIVE_INFINITY;
-  }
-  return undefined;
-}
 
 /** The first `max` items of `list`; a longer list is reported. */
 export function capped<T>(list: T[], path: string, problems: Problems, max = MAX_ITEMS): T[] {

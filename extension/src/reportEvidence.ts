@@ -6,8 +6,8 @@
  * is built with the escaping `html` template.
  */
 
-import { type AttemptJson, attemptNumber, isRecord, textOf } from "./report";
-import { Problems, Reader, asNumber, capped } from "./reportCheck";
+import { type AttemptJson, attemptNumber, isRecord, textOf, toNumber } from "./report";
+import { Problems, Reader, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, fmt, html, joinHtml, link } from "./reportMarkup";
 import { atomErrorChart, type AtomErrorsData } from "./reportCharts";
 import { type Obj } from "./reportSections";
@@ -314,7 +314,7 @@ function atomRecord(r: Reader): AtomErrorsData | undefined {
       abs_diff: s.num("abs_diff") ?? 0,
       component: s.count("component") ?? 0,
     })),
-    profile: r.items("profile").map((v) => asNumber(v) ?? 0),
+    profile: r.items("profile").map((v) => toNumber(v) ?? 0),
   };
 }
 

@@ -21,8 +21,8 @@
  * {target, qualname, module, function, remedy}, applyBestSpec {target}, exportJson {target}, validate {target}.
  */
 
-import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, stateOf, textOf, verdictOf } from "./report";
-import { Problems, Reader, asNumber, capped } from "./reportCheck";
+import { type AttemptJson, type ReportJson, type ReportMessage, bestAttempt, freeString, headline, isRecord, stateOf, textOf, toNumber, verdictOf } from "./report";
+import { Problems, Reader, capped } from "./reportCheck";
 import { renderErrors, renderHelpers, renderLayers, renderPartition } from "./reportDetails";
 import { renderAtomErrors, renderChecked, renderDisagreements, renderSuspicious, renderUnrouted } from "./reportEvidence";
 import {
@@ -305,7 +305,7 @@ function renderMeta(m: Reader | undefined, fixApplied: string | undefined, specU
         continue;
       }
       if (isRecord(v)) {
-        const bad = Object.entries(v).filter(([, t]) => asNumber(t) === undefined);
+        const bad = Object.entries(v).filter(([, t]) => toNumber(t) === undefined);
         for (const [name, t] of bad.slice(0, 3)) {
           m.problems.wrong(`${m.pathOf(key)}[${JSON.stringify(name)}]`, t, "a number");
         }

@@ -3,8 +3,8 @@
  * Pure; every field is read through `reportCheck.Reader`.
  */
 
-import { type AttemptJson, type ReportState, attemptNumber, isRecord, toleranceFor } from "./report";
-import { type Problems, Reader, asNumber, capped } from "./reportCheck";
+import { type AttemptJson, type ReportState, attemptNumber, isRecord, toNumber, toleranceFor } from "./report";
+import { type Problems, Reader, capped } from "./reportCheck";
 import { type SafeHtml, button, fmt, html, joinHtml } from "./reportMarkup";
 
 // ------------------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ export function checkedCount(value: unknown, path: string, p: Problems): number 
 }
 
 export function checkedNumber(value: unknown, path: string, p: Problems): number | undefined {
-  const x = asNumber(value);
+  const x = toNumber(value);
   if (x === undefined && value !== null && value !== undefined) {
     p.wrong(path, value, "a number");
   }

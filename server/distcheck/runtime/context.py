@@ -11,11 +11,13 @@ from typing import Any
 
 import torch
 
+from .partition import HeldRows
+
 __all__ = ["RankContext", "current_context", "use_context"]
 
 
 @dataclass
-class RankContext:
+class RankContext(HeldRows):
     """One rank's view of the decomposition and its running records.
 
     `local_ids[k]` is the global atom id of local row `k`; `owned_mask[k]` is True for owned rows.
@@ -44,16 +46,6 @@ class RankContext:
     suspended: int = 0
     unrouted: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     unrouted_calls: dict[tuple[Any, ...], int] = field(default_factory=dict)
-
-    @property
-    def num_local(self) -> int:
-        """Rows this rank holds."""
-        return int(self.local_ids.shape[0])
-
-    @property
-    def num_owned(self) -> int:
-        """Rows this rank owns."""
-        return int(self.owned_mask.sum())
 
     @property
     def distributed(self) -> bool:

@@ -16,7 +16,7 @@ import torch
 
 from ..batch import Batch
 
-__all__ = ["Partition", "RankPartition", "SystemCut", "partition_batch"]
+__all__ = ["HeldRows", "Partition", "RankPartition", "SystemCut", "partition_batch"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,12 @@ class SystemCut:
     origin: float
 
 
-@dataclass
-class RankPartition:
-    """One rank's share. Local rows are, system by system, `[owned | halo]` (so `batch` stays sorted)."""
+class HeldRows:
+    """The row counts of anything holding a rank's rows: `local_ids` (the global atom id of each
+    local row) and `owned_mask` (True for the rows it owns)."""
 
-    rank: int
     local_ids: torch.Tensor
     owned_mask: torch.Tensor
-    per_system: list[dict[str, int]] = field(default_factory=list)
 
     @property
     def num_local(self) -> int:
@@ -53,6 +51,16 @@ class RankPartition:
     def num_halo(self) -> int:
         """Atoms held as halo copies."""
         return self.num_local - self.num_owned
+
+
+@dataclass
+class RankPartition(HeldRows):
+    """One rank's share. Local rows are, system by system, `[owned | halo]` (so `batch` stays sorted)."""
+
+    rank: int
+    local_ids: torch.Tensor
+    owned_mask: torch.Tensor
+    per_system: list[dict[str, int]] = field(default_factory=list)
 
     def counts(self, num_atoms: int) -> dict[str, int]:
         """`{"owned", "halo", "remote"}` atom counts over the whole batch."""

@@ -47,6 +47,7 @@ from .receptive_graph import STEPS, CutoffGraph, NeighborMemo, adjacency, gaples
 from .trust_action import GRAPH_SKIP
 
 __all__ = [
+    "SCATTERS",
     "SourceCapture",
     "apply_measured_field",
     "effective_depth",
@@ -63,7 +64,7 @@ MAX_FORWARD_SECONDS = 20.0
 
 
 _T = torch.Tensor
-_SCATTERS = {
+SCATTERS = {
     torch.index_add,
     _T.index_add,
     _T.index_add_,
@@ -74,6 +75,8 @@ _SCATTERS = {
     _T.scatter_reduce,
     _T.scatter_reduce_,
 }
+"""The torch functions that scatter rows by an index (out-of-place and in-place): a per-system
+reduction by the system index is one of them."""
 
 
 class SourceCapture(TorchFunctionMode):
@@ -89,7 +92,7 @@ class SourceCapture(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func in _SCATTERS:
+        if func in SCATTERS:
             target = args[0] if args else kwargs.get("input")
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
             index = args[2] if len(args) > 2 else kwargs.get("index")

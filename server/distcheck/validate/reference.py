@@ -35,7 +35,7 @@ from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
 from .helpers import HelperTracer
 from .layers import LayerRecorder
-from .receptive import SourceCapture
+from .receptive import SCATTERS, SourceCapture
 from .reference_field import FIELD_FILE, FieldProbe, PendingField
 
 __all__ = ["ReferenceRun", "ReferenceTrace", "run_reference"]
@@ -43,18 +43,6 @@ __all__ = ["ReferenceRun", "ReferenceTrace", "run_reference"]
 _POLL_S = 0.005
 """How often the parent looks for the reference's result file while the child runs."""
 
-_T = torch.Tensor
-_SCATTERS = {
-    torch.index_add,
-    _T.index_add,
-    _T.index_add_,
-    torch.scatter_add,
-    _T.scatter_add,
-    _T.scatter_add_,
-    torch.scatter_reduce,
-    _T.scatter_reduce,
-    _T.scatter_reduce_,
-}
 
 
 class ReferenceTrace(TorchFunctionMode):
@@ -73,7 +61,7 @@ class ReferenceTrace(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         n, b = self.batch.num_atoms, self.batch.num_systems
-        if func in _SCATTERS and len(args) >= 3 and isinstance(args[0], torch.Tensor):
+        if func in SCATTERS and len(args) >= 3 and isinstance(args[0], torch.Tensor):
             index = args[2] if len(args) > 2 else kwargs.get("index")
             rows = args[0].shape[0] if args[0].ndim else 0
             if isinstance(index, torch.Tensor) and index.ndim >= 1:
