@@ -1,6 +1,6 @@
 // Builds the extension bundle (extension/dist/extension.js) and, with --tests, the unit tests
 // (tests/extension/out/*.test.js) and, with --e2e, the UI tests (tests/e2e/out/*.js).
-import { readdirSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 import * as esbuild from "esbuild";
@@ -17,6 +17,12 @@ const common = {
   logLevel: "warning",
 };
 
+// a test output folder is emptied first, so that running every file in it runs exactly today's tests
+function fresh(outdir) {
+  rmSync(outdir, { recursive: true, force: true });
+  return outdir;
+}
+
 function entries(dir, suffix) {
   return readdirSync(dir)
     .filter((f) => f.endsWith(suffix))
@@ -27,7 +33,7 @@ if (args.has("--tests")) {
   await esbuild.build({
     ...common,
     entryPoints: entries("tests/extension", ".test.ts"),
-    outdir: "tests/extension/out",
+    outdir: fresh("tests/extension/out"),
     sourcemap: "inline",
     // unit tests load only the pure modules; `vscode` must never be needed
     external: [],
@@ -36,7 +42,7 @@ if (args.has("--tests")) {
   await esbuild.build({
     ...common,
     entryPoints: entries("tests/e2e", ".ts"),
-    outdir: "tests/e2e/out",
+    outdir: fresh("tests/e2e/out"),
     sourcemap: "inline",
     external: ["playwright-core"],
   });

@@ -233,6 +233,15 @@ export class Session {
     this.log(`screenshot ${path.relative(ROOT, file)}`);
   }
 
+  /** A screenshot of one element (scrolled into view first), numbered with the page screenshots. */
+  async shotOf(element: Locator, name: string): Promise<void> {
+    await element.scrollIntoViewIfNeeded();
+    await sleep(400);
+    const file = path.join(this.artifacts, `${String(++this.shots).padStart(2, "0")}-${name}.png`);
+    await element.screenshot({ path: file });
+    this.log(`screenshot ${path.relative(ROOT, file)}`);
+  }
+
   /** Runs a command by its palette title ("Distcheck: Show output"); retries while the palette does not know it yet. */
   async palette(title: string, attempts = 8): Promise<void> {
     for (let i = 0; i < attempts; i++) {

@@ -120,6 +120,38 @@ describe("smoke: the extension in code-server", { timeout: 600_000 }, () => {
       await session.shot("report-panel");
     }));
 
+  it("the per-atom |Δ| charts and the per-module divergence chart render from the report's data", () =>
+    session.step("charts", async () => {
+      const view = await session.reportShows("failed");
+      const fixture = JSON.parse(fs.readFileSync(FIXTURE, "utf8")) as {
+        attempts: {
+          atom_errors: { output: string; worst: unknown[]; ranks: unknown[]; halo_width: number | null }[];
+          layer_divergence: { modules: unknown[] };
+        }[];
+      };
+      const shown = fixture.attempts.at(-1);
+      assert.ok(shown, "the fixture has an attempt");
+      const charts = view.locator("#atom-errors figure.atom-chart");
+      assert.equal(await charts.count(), shown.atom_errors.length);
+      for (const [i, record] of shown.atom_errors.entries()) {
+        const chart = charts.nth(i);
+        assert.match(await chart.locator("svg.atom-plot").getAttribute("aria-label") ?? "", new RegExp(record.output));
+        assert.equal(await chart.locator("circle.atom").count(), record.worst.length);
+        assert.equal(await chart.locator("rect.owned").count(), record.ranks.length);
+        // two ranks with halos: each slab has a halo band on its inner side, both drawn
+        assert.ok((await chart.locator("rect.halo").count()) >= record.ranks.length, "halo bands are drawn");
+        const box = await chart.locator("svg.atom-plot").boundingBox();
+        assert.ok(box && box.width > 100 && box.height > 50, `the plot has a size on the page (${JSON.stringify(box)})`);
+      }
+      // worst atoms read as "atom N, component x|y|z"
+      assert.match((await charts.first().locator("circle.atom title").first().textContent()) ?? "", /^atom \d+, component [xyz]: /);
+      await session.shotOf(charts.first(), "atom-error-chart");
+      const modules = view.locator("figure.module-chart");
+      await modules.waitFor();
+      assert.equal(await modules.locator("rect.module").count(), shown.layer_divergence.modules.length);
+      await session.shotOf(modules, "module-divergence-chart");
+    }));
+
   it("links in the report open files (helper source, Go to module)", () =>
     session.step("report-links", async () => {
       const view = await session.reportShows("failed");
