@@ -74,8 +74,14 @@ print("RESULT " + json.dumps(timings))
 
 def run(device: str, size: str, *, warm: bool, eager: bool, profile: bool = False, top: int = 20) -> str:
     code = CHILD.format(
-        server=str(ROOT / "server"), root=str(ROOT), bench=str(ROOT / "bench"), device=device, size=size,
-        warm=warm, profile=profile, top=top,
+        server=str(ROOT / "server"),
+        root=str(ROOT),
+        bench=str(ROOT / "bench"),
+        device=device,
+        size=size,
+        warm=warm,
+        profile=profile,
+        top=top,
     )
     env = dict(os.environ)
     env.pop("CUDA_MODULE_LOADING", None)
@@ -96,13 +102,17 @@ def main() -> None:
     keys = ["import", "cuda_init", "warm_up", "build", "first_forward", "second_forward", "new_instance_first_forward"]
     print(f"{'case':<34}" + "".join(f"{k:>14}" for k in keys))
     for size in args.sizes.split(","):
-        for label, warm, eager in (("spare warm-up", True, False), ("no warm-up", False, False), ("EAGER + warm-up", True, True)):
+        for label, warm, eager in (
+            ("spare warm-up", True, False),
+            ("no warm-up", False, False),
+            ("EAGER + warm-up", True, True),
+        ):
             out = run(args.device, size, warm=warm, eager=eager)
             line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
                 print(f"{size} {label:<28} {out.strip()[:400]}")
                 continue
-            t = json.loads(line[len("RESULT "):])
+            t = json.loads(line[len("RESULT ") :])
             print(f"{size + ' ' + label:<34}" + "".join(f"{t[k]:>13.3f}s" for k in keys), flush=True)
         print(f"\nfirst forward after the spare's warm-up, {size}: operators by self CPU time")
         print(run(args.device, size, warm=True, eager=False, profile=True, top=args.top))
