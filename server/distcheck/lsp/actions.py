@@ -20,7 +20,7 @@ JSON, the factory, a call site) and all of them applied at once (`all_fixes_text
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lsprotocol import types
@@ -62,34 +62,23 @@ def _pretty(spec: Mapping[str, Any]) -> str:
 
 
 def _helper_text(current: str | None, data: Mapping[str, Any]) -> str:
+    """Insert the helper's adapter into `distribution.third_party_helpers` (replacing the entry for the
+    same function)."""
     remedy = data.get("remedy")
     if not isinstance(remedy, Mapping):
         raise ActionError(
             "distcheck has no ready adapter entry for this helper; declare it by hand in "
             'distribution.third_party_helpers ({"kind": "python", ..., "replacement": "module:function"})'
         )
-    if current is None:
-        base = data.get("baseSpec")
-        spec: dict[str, Any] = dict(base) if isinstance(base, Mapping) else {"format": "distcheck-spec", "version": 1}
-        distribution = dict(spec.get("distribution") or {})
-        helpers = [h for h in distribution.get("third_party_helpers") or [] if h != remedy]
-        distribution["third_party_helpers"] = [*helpers, dict(remedy)]
-        spec["distribution"] = distribution
-        return _pretty(spec)
-    path = ["distribution", "third_party_helpers"]
-    tree = parse(current)
-    node = find(tree, path)
-    if node is not None and node.kind == "array":
-        for index, item in enumerate(node.items):
-            value = json.loads(current[item.start : item.end])
-            same = (
-                isinstance(value, Mapping)
-                and value.get("module_path") == remedy.get("module_path")
-                and value.get("attr_name") == remedy.get("attr_name")
-            )
-            if same:
-                return set_value(current, [*path, index], dict(remedy))
-    return append_item(current, path, dict(remedy))
+
+    def same(value: Any) -> bool:
+        return (
+            isinstance(value, Mapping)
+            and value.get("module_path") == remedy.get("module_path")
+            and value.get("attr_name") == remedy.get("attr_name")
+        )
+
+    return _put_entry(current, data, "third_party_helpers", remedy, same)
 
 
 def _custom_op_text(current: str | None, data: Mapping[str, Any]) -> str:
@@ -100,24 +89,34 @@ def _custom_op_text(current: str | None, data: Mapping[str, Any]) -> str:
             "distcheck has no ready custom_ops entry for this kernel (see the diagnostic's reason); declare it by "
             'hand in distribution.custom_ops ({"op": "ns::name", "arg_transforms": {...}, "output_transforms": {...}})'
         )
+    return _put_entry(
+        current, data, "custom_ops", entry, lambda value: isinstance(value, Mapping) and value.get("op") == entry["op"]
+    )
+
+
+def _put_entry(
+    current: str | None,
+    data: Mapping[str, Any],
+    key: str,
+    entry: Mapping[str, Any],
+    same: Callable[[Any], bool],
+) -> str:
+    """The spec text with `entry` in the list `distribution.<key>`, in place of an item `same` holds
+    for, else appended. With no text (`current` None) the spec is `data`'s `baseSpec` (an empty spec
+    without one), written whole."""
     if current is None:
         base = data.get("baseSpec")
         spec: dict[str, Any] = dict(base) if isinstance(base, Mapping) else {"format": "distcheck-spec", "version": 1}
         distribution = dict(spec.get("distribution") or {})
-        ops = [
-            c
-            for c in distribution.get("custom_ops") or []
-            if not (isinstance(c, Mapping) and c.get("op") == entry["op"])
-        ]
-        distribution["custom_ops"] = [*ops, dict(entry)]
+        kept = [item for item in distribution.get(key) or [] if not same(item)]
+        distribution[key] = [*kept, dict(entry)]
         spec["distribution"] = distribution
         return _pretty(spec)
-    path = ["distribution", "custom_ops"]
+    path = ["distribution", key]
     node = find(parse(current), path)
     if node is not None and node.kind == "array":
         for index, item in enumerate(node.items):
-            value = json.loads(current[item.start : item.end])
-            if isinstance(value, Mapping) and value.get("op") == entry["op"]:
+            if same(json.loads(current[item.start : item.end])):
                 return set_value(current, [*path, index], dict(entry))
     return append_item(current, path, dict(entry))
 

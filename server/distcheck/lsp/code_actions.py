@@ -25,6 +25,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ..report import TraceReport
 from . import actions, diagnostics
+from .config import TargetInfo
 from .errors import RequestFailed
 from .runs import Runs
 from .store import DiagnosticsStore
@@ -131,23 +132,14 @@ class CodeActions:
         }
         out: list[types.CodeAction] = []
         for name, target in self._runs.report_targets.items():
-            related = {
-                os.path.normpath(target.spec_path),
-                *([os.path.normpath(target.factory_file)] if target.factory_file else []),
-            }
-            if path not in related and os.path.normpath(target.spec_path) not in here:
+            if path not in _files_of(target) and os.path.normpath(target.spec_path) not in here:
                 continue
             fixes = self._report_fixes(target.spec_path)
             if not fixes:
                 continue
             count = f"{len(fixes)} fix" + ("es" if len(fixes) > 1 else "")
-            out.append(
-                types.CodeAction(
-                    title=f"Apply every distcheck spec fix of {name} ({count}) to {os.path.basename(target.spec_path)}",
-                    kind=types.CodeActionKind.SourceFixAll,
-                    data={"code": "fix-all", "target": name, "specPath": target.spec_path},
-                )
-            )
+            title = f"Apply every distcheck spec fix of {name} ({count}) to {os.path.basename(target.spec_path)}"
+            out.append(_target_action(title, types.CodeActionKind.SourceFixAll, "fix-all", name, target))
         return out
 
     def fix_all_edit(self, spec_path: str) -> types.WorkspaceEdit:
@@ -180,19 +172,10 @@ class CodeActions:
         out: list[types.CodeAction] = []
         for name, payload in self._runs.reports.items():
             target = self._runs.report_targets.get(name)
-            if target is None or payload["report"].get("verdict") != "passed":
-                continue
-            related = {os.path.normpath(target.spec_path)}
-            if target.factory_file:
-                related.add(os.path.normpath(target.factory_file))
-            if path not in related:
+            if target is None or payload["report"].get("verdict") != "passed" or path not in _files_of(target):
                 continue
             out.append(
-                types.CodeAction(
-                    title=f"Save validated spec ({name})",
-                    kind=types.CodeActionKind.Source,
-                    data={"code": "save-spec", "target": name, "specPath": target.spec_path},
-                )
+                _target_action(f"Save validated spec ({name})", types.CodeActionKind.Source, "save-spec", name, target)
             )
         return out
 
@@ -269,6 +252,21 @@ class CodeActions:
             reason = result.failure_reason or "no reason given"
             raise RequestFailed(f"the editor did not apply the edit ({reason}); save the spec again")
         return {"saved": uri}
+
+
+def _files_of(target: TargetInfo) -> set[str]:
+    """The target's spec file and, when known, its factory's file (normalised paths)."""
+    return {
+        os.path.normpath(target.spec_path),
+        *([os.path.normpath(target.factory_file)] if target.factory_file else []),
+    }
+
+
+def _target_action(
+    title: str, kind: types.CodeActionKind, code: str, name: str, target: TargetInfo
+) -> types.CodeAction:
+    """An action of target `name` without an edit: `resolve` makes it from `code` and the target's spec path."""
+    return types.CodeAction(title=title, kind=kind, data={"code": code, "target": name, "specPath": target.spec_path})
 
 
 def _stored_data(stored: Sequence[types.Diagnostic], d: types.Diagnostic) -> Any:

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.process_groups import kill_groups
+
 __all__ = ["Tracked", "kill_all", "running", "snapshot"]
 
 
@@ -44,7 +46,6 @@ def kill_all(root_pid: int | None, tracked: dict[int, float], rank_pids: set[int
     the pids that were alive. Runs in a worker thread."""
     import psutil
 
-    own_group = os.getpgrp()
     if root_pid is not None:
         with contextlib.suppress(OSError):
             os.killpg(root_pid, signal.SIGSTOP)
@@ -70,10 +71,7 @@ def kill_all(root_pid: int | None, tracked: dict[int, float], rank_pids: set[int
             groups.add(os.getpgid(proc.pid))
     if root_pid is not None:
         groups.add(root_pid)
-    groups.discard(own_group)
-    for group in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGKILL)
+    kill_groups(groups)
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.kill()

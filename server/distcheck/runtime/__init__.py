@@ -25,8 +25,8 @@ _EXPORTS = {
     "resolve_factory": "factory",
     "DistributedRun": "launch",
     "RankRecord": "launch",
-    "resolve_backend": "launch",
-    "resolve_devices": "launch",
+    "resolve_backend": "rank_devices",
+    "resolve_devices": "rank_devices",
     "run_distributed": "launch",
     "LocalBatch": "local_batch",
     "make_local_batch": "local_batch",
@@ -79,10 +79,11 @@ if TYPE_CHECKING:
     from .context import RankContext, current_context
     from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
     from .factory import FactoryError, FactoryRef, load_object, resolve_factory
-    from .launch import DistributedRun, RankRecord, resolve_backend, resolve_devices, run_distributed
+    from .launch import DistributedRun, RankRecord, run_distributed
     from .local_batch import LocalBatch, make_local_batch
     from .model import DEFAULT_SKIN, DistributedModel, WrapperError, build_rank_context, resolve_halo_width
     from .partition import Partition, RankPartition, partition_batch
+    from .rank_devices import resolve_backend, resolve_devices
 
 
 def __getattr__(name: str) -> Any:

@@ -136,26 +136,22 @@ def _pull_halo_to_owned(ctx: RankContext, x: torch.Tensor, zero_halo: bool) -> t
     return out
 
 
-class _HaloForward(torch.autograd.Function):
+class _Halo(torch.autograd.Function):
+    """`halo_forward` (`reverse` False) or `halo_reverse` (True); the backward of each is the other."""
+
     @staticmethod
-    def forward(fctx: Any, x: torch.Tensor, ctx: RankContext) -> torch.Tensor:
+    def forward(fctx: Any, x: torch.Tensor, ctx: RankContext, reverse: bool) -> torch.Tensor:
         fctx.rank_ctx = ctx
+        fctx.reverse = reverse
+        if reverse:
+            return _pull_halo_to_owned(ctx, x, zero_halo=False)
         return _push_owned_to_halo(ctx, x, accumulate=False)
 
     @staticmethod
-    def backward(fctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return _pull_halo_to_owned(fctx.rank_ctx, grad, zero_halo=True), None
-
-
-class _HaloReverse(torch.autograd.Function):
-    @staticmethod
-    def forward(fctx: Any, x: torch.Tensor, ctx: RankContext) -> torch.Tensor:
-        fctx.rank_ctx = ctx
-        return _pull_halo_to_owned(ctx, x, zero_halo=False)
-
-    @staticmethod
-    def backward(fctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return _push_owned_to_halo(fctx.rank_ctx, grad, accumulate=True), None
+    def backward(fctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        if fctx.reverse:
+            return _push_owned_to_halo(fctx.rank_ctx, grad, accumulate=True), None, None
+        return _pull_halo_to_owned(fctx.rank_ctx, grad, zero_halo=True), None, None
 
 
 def _check_rows(x: torch.Tensor, ctx: RankContext) -> None:
@@ -168,15 +164,16 @@ def _check_rows(x: torch.Tensor, ctx: RankContext) -> None:
 
 def halo_forward(x: torch.Tensor, ctx: RankContext) -> torch.Tensor:
     """Refresh halo rows of the per-atom tensor `x` from their owners (differentiable)."""
-    _check_rows(x, ctx)
-    if not ctx.distributed:
-        return x
-    return _HaloForward.apply(x, ctx)  # type: ignore[no-untyped-call,no-any-return]
+    return _halo(x, ctx, reverse=False)
 
 
 def halo_reverse(x: torch.Tensor, ctx: RankContext) -> torch.Tensor:
     """Add every halo copy's partial value of `x` into its owner's row (differentiable)."""
+    return _halo(x, ctx, reverse=True)
+
+
+def _halo(x: torch.Tensor, ctx: RankContext, reverse: bool) -> torch.Tensor:
     _check_rows(x, ctx)
     if not ctx.distributed:
         return x
-    return _HaloReverse.apply(x, ctx)  # type: ignore[no-untyped-call,no-any-return]
+    return _Halo.apply(x, ctx, reverse)  # type: ignore[no-untyped-call,no-any-return]

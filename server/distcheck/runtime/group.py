@@ -30,8 +30,9 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from .errors import DistributedError, Frame, RankFailure, SetupError
 from .factory import FactoryRef
-from .launch import DistributedRun, assemble_run, check_cuda_index, resolve_backend
+from .launch import DistributedRun, assemble_run
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
+from .rank_devices import check_cuda_index, resolve_backend
 
 __all__ = ["GroupSession", "LauncherEnv", "launcher_device", "launcher_env"]
 

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from types import FrameType
 
+from .process_groups import kill_groups
 from .run_dirs import run_dirs_of, sweep_run_dirs
 
 __all__ = [
@@ -131,7 +132,7 @@ def kill_tree(roots: Iterable[int] | None = None, *, include_roots: bool = True)
     `include_roots`, however far it went: stops each one found and walks again until no new process
     appears (nothing forks away meanwhile), then kills them all and every process group one of them
     leads. This process and its own group are never signalled. Returns the pids signalled."""
-    me, my_group = os.getpid(), os.getpgrp()
+    me = os.getpid()
     roots = [me] if roots is None else [r for r in roots if r > 0 and r != me]
     if not roots:
         return []
@@ -159,10 +160,7 @@ def kill_tree(roots: Iterable[int] | None = None, *, include_roots: bool = True)
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
                 groups.add(pid)
-    groups.discard(my_group)
-    for group in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGKILL)
+    kill_groups(groups)
     for pid in stopped:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

@@ -89,11 +89,11 @@ def rank_counts(devices: Sequence[str], reference: bool = True) -> dict[str, int
 
 
 def _listed(devices: Sequence[str] | str, world_size: int) -> list[str]:
-    """One device per rank, as `launch.resolve_devices` gives them; torch only for plain `"cuda"`."""
+    """One device per rank, as `rank_devices.resolve_devices` gives them; torch only for plain `"cuda"`."""
     if isinstance(devices, str):
         if devices == "cpu" or devices.startswith("cuda:"):
             return [devices] * world_size
-        from .launch import resolve_devices
+        from .rank_devices import resolve_devices
 
         return resolve_devices(devices, world_size)
     return [str(d) for d in devices]

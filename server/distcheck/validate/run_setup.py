@@ -26,7 +26,7 @@ from ..rank_limits import check_world_size
 from ..report.parts import ReportMeta
 from ..runtime.factory import FactoryRef, resolve_factory
 from ..runtime.group import GroupSession
-from ..runtime.launch import resolve_backend, resolve_devices
+from ..runtime.rank_devices import resolve_backend, resolve_devices
 from ..spec import MLIPSpec
 
 __all__ = ["DEFAULT_WATCHED_HELPERS", "RunSetup", "ValidationRequest", "check_tolerance_names", "settle_run"]

@@ -155,6 +155,10 @@ def test_missing_spec_file_is_created() -> None:
     # a helper fix without a file: the attempt's spec plus the adapter
     created = actions.new_spec_text("undeclared-helper", {"remedy": REMEDY, "baseSpec": helper_model.SPEC}, None)
     assert json.loads(created)["distribution"]["third_party_helpers"] == [REMEDY]
+    # as in an existing file, the adapter replaces an entry for the same function
+    older = dict(helper_model.SPEC, distribution={"third_party_helpers": [dict(REMEDY, atom_dim=1)]})
+    replaced = actions.new_spec_text("undeclared-helper", {"remedy": REMEDY, "baseSpec": older}, None)
+    assert json.loads(replaced)["distribution"]["third_party_helpers"] == [REMEDY]
     # a spec-fix without a file writes the whole working spec
     full = actions.new_spec_text("spec-fix", {"edits": [{"op": "set", "path": ["x"], "value": 1}], "spec": spec}, None)
     assert json.loads(full) == spec

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcheck.lsp.transport import MAX_BODY, MAX_JUNK, FrameParser
+from distcheck.lsp.framing import MAX_BODY, MAX_JUNK, FrameParser
 
 from .harness import ROOT, add_slow_target, copy_examples, uri
 

@@ -7,7 +7,7 @@ import torch
 
 from distcheck.runtime import SetupError
 from distcheck.runtime.group import GroupSession, LauncherEnv, _node_devices, launcher_device, launcher_env
-from distcheck.runtime.launch import resolve_backend
+from distcheck.runtime.rank_devices import resolve_backend
 
 BASE = {"RANK": "3", "WORLD_SIZE": "4", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusals on a machine without a GPU")
