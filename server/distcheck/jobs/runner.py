@@ -101,6 +101,13 @@ def _user_frame(exc: BaseException) -> dict[str, Any] | None:
     return None if found is None else dataclasses.asdict(found)
 
 
+def _cause(exc: BaseException) -> str | None:
+    """What the user's code raised, as one line (`runtime.frames.root_cause_words`), or None."""
+    from ..runtime.frames import root_cause_words
+
+    return root_cause_words(exc)
+
+
 def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
     """Run one job as the CLI would, hints in the editor's words; returns (the TraceReport, a notice or None).
 
@@ -149,7 +156,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
         message, hint = known
         kind = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
         found = {"type": kind, "message": message, "hint": hint, "frames": _frames(exc), "user_frame": _user_frame(exc)}
-        return {**found, "report": _setup_report(found)}
+        return {**found, "cause": _cause(exc), "report": _setup_report(found)}
     return {
         "type": type(exc).__name__,
         "message": f"internal error: {type(exc).__name__}: {exc}",

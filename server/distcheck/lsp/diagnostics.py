@@ -384,12 +384,14 @@ def report_diagnostics(report: TraceReport, ctx: PlaceContext) -> dict[str, list
 
 
 def runner_error_diagnostics(
-    error_type: str, message: str, hint: str, user_frame: Frame | Mapping[str, Any] | None, ctx: PlaceContext
-) -> dict[str, list[types.Diagnostic]]:
+    error_type: str, message: str, hint: str, user_frame: Frame | Mapping[str, Any] | None, ctx: PlaceContext,
+    *, cause: str | None = None,
+) -> dict[str, list[types.Diagnostic]]:  # fmt: skip
     """A `worker-error` for a validation that could not start (the factory or sample failed to import,
     a bad spec ...), at the runner's `user_frame` (a SyntaxError's own line, else the innermost frame in
     the user's code; the runner's JSON `{"file", "line", "function"}` is read as a `Frame` here) when
-    that file can be read, else on the factory; the hint is its remedy."""
+    that file can be read, else on the factory; the hint is its remedy. At the user's line it says what
+    that line raised (`cause`: "SyntaxError: ..."), when known, the whole error beside it."""
     p = Placer(ctx)
     if isinstance(user_frame, Mapping):
         try:
@@ -401,6 +403,8 @@ def runner_error_diagnostics(
     data = {"type": error_type}
     if user_frame is not None and ctx.text(user_frame.file) is not None:
         span = p.line_span(user_frame.file, user_frame.line)
+        if cause:
+            head, evidence = cause, [message]
         p.add(user_frame.file, span, "worker-error", head, ERROR, todo=hint, evidence=evidence, **data)
         return p.out
     where = p.factory(None)

@@ -41,7 +41,8 @@ _SNAPSHOT_EVERY = 0.25
 
 
 class RunnerError(Exception):
-    """The runner answered a request with an error: `type`, `message`, `hint`, traceback `frames`."""
+    """The runner answered a request with an error: `type`, `message`, `hint`, traceback `frames`, the
+    `user_frame` at fault and the `cause` the user's code raised (one line), when known."""
 
     def __init__(self, error: Mapping[str, Any]) -> None:
         self.type = str(error.get("type", "Error"))
@@ -52,6 +53,8 @@ class RunnerError(Exception):
         self.traceback = str(error.get("traceback", ""))
         found = error.get("user_frame")  # the runner's `runtime.frames` rule: the daemon never guesses
         self.user_frame: dict[str, Any] | None = dict(found) if isinstance(found, Mapping) else None
+        cause = error.get("cause")  # what the user's code raised, one line ("SyntaxError: ...")
+        self.cause: str | None = cause if isinstance(cause, str) and cause else None
         report = error.get("report")  # a setup error's one-attempt report, shown instead of the last one
         self.report: dict[str, Any] | None = dict(report) if isinstance(report, Mapping) else None
         super().__init__(self.message)

@@ -310,7 +310,9 @@ class Runs:
     def _runner_error(self, run: Run, err: RunnerError) -> None:
         name = run.target.name
         ctx = self._place_context(run.target, self._workspace.open_texts())
-        placed = diagnostics.runner_error_diagnostics(err.type, err.message, err.hint, err.user_frame, ctx)
+        placed = diagnostics.runner_error_diagnostics(
+            err.type, err.message, err.hint, err.user_frame, ctx, cause=err.cause
+        )
         self._store.replace(f"target:{name}", placed)
         if err.report is not None:  # the panel shows the error, not the previous run's report
             payload = {"target": name, "specUri": uri_of(run.target.spec_path), "report": err.report, "notice": None}

@@ -103,11 +103,11 @@ def _path(filename: str) -> str:
 def exception_frames(exc: BaseException) -> list[Frame]:
     """The traceback frames of `exc` and of the exceptions it was raised from, outermost first (the
     oldest exception's frames first, as Python prints the chain)."""
-    return [
-        Frame(_path(f.filename), f.lineno or 0, f.name)
-        for item in reversed(exception_chain(exc))
-        for f in traceback.extract_tb(item.__traceback__)
-    ]
+    return [frame for item in reversed(exception_chain(exc)) for frame in _own_frames(item)]
+
+
+def _own_frames(exc: BaseException) -> list[Frame]:
+    return [Frame(_path(f.filename), f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)]
 
 
 def _syntax_frames(exc: BaseException) -> Iterator[Frame]:
@@ -118,8 +118,27 @@ def _syntax_frames(exc: BaseException) -> Iterator[Frame]:
 
 def user_frame_of(exc: BaseException, frames: Sequence[Frame] | None = None) -> Frame | None:
     """The user frame of `exc`: where a `SyntaxError` in its chain is, when that file is the user's;
-    else the innermost user frame of `frames` (default: `exception_frames(exc)`); else None."""
+    else the innermost user frame of `frames`, when given; else the innermost user frame of the oldest
+    exception in the chain that has one (where the failure began: a caller that wrapped it, even one
+    in user code, comes later); else None."""
     for frame in _syntax_frames(exc):
         if is_user_file(frame.file):
             return frame
-    return innermost_user_frame(exception_frames(exc) if frames is None else frames)
+    if frames is not None:
+        return innermost_user_frame(frames)
+    for item in reversed(exception_chain(exc)):
+        found = innermost_user_frame(_own_frames(item))
+        if found is not None:
+            return found
+    return None
+
+
+def root_cause_words(exc: BaseException) -> str | None:
+    """`"SyntaxError: invalid syntax (model.py, line 5)"`: the oldest exception of `exc`'s chain as one
+    line (its type, then the first line of its message), or None when `exc` was raised from nothing."""
+    chain = exception_chain(exc)
+    if len(chain) < 2:
+        return None
+    root = chain[-1]
+    lines = str(root).strip().splitlines()
+    return f"{type(root).__name__}: {lines[0]}" if lines else type(root).__name__
