@@ -27,9 +27,8 @@ from lsprotocol import types
 
 from ..report import TraceReport
 from ..spec import MLIPSpec, SpecError, validate_json
-from ..spec.edit import append_item, apply_changes, minimal_edits, set_value, spec_changes
+from ..spec.edit import append_item, apply_changes, describe_change, minimal_edits, set_value, spec_changes
 from ..spec.jsontext import JsonEditError, find, parse
-from .diagnostics import describe_change
 from .diagnostics_evidence import kernel_entries
 from .text import LineIndex
 

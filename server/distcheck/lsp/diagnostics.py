@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from lsprotocol import types
@@ -34,7 +34,7 @@ from ..report import (
     tolerance_for,
     view,
 )
-from ..spec.edit import spec_changes
+from ..spec.edit import brief_change, describe_change, spec_changes
 from . import locate
 from .diagnostics_codes import CODES as DOC_ANCHORS
 from .diagnostics_documents import config_diagnostic, spec_invalid_diagnostics
@@ -46,7 +46,6 @@ __all__ = [
     "SOURCE",
     "PlaceContext",
     "config_diagnostic",
-    "describe_change",
     "first_line",
     "report_diagnostics",
     "runner_error_diagnostics",
@@ -56,42 +55,6 @@ __all__ = [
 
 CODES = tuple(DOC_ANCHORS)
 """Every code the daemon can publish (`diagnostics_codes.CODES`: each with its documentation)."""
-
-# --------------------------------------------------------------------------------------------------
-# spec differences
-
-
-def _dotted(parts: Sequence[Any]) -> str:
-    return ".".join(str(p) for p in parts)
-
-
-def describe_change(change: Mapping[str, Any]) -> str:
-    """`set distribution.policy.scatter_mode to "local"`, `add {...} to all_reduce_outputs`, ..."""
-    where = _dotted(change.get("path") or [])
-    value = json.dumps(change.get("value"), ensure_ascii=False)
-    op = change.get("op")
-    if op == "append":
-        return f"add {value} to {where}"
-    if op == "remove":
-        return f"remove {value} from {where}"
-    if op == "delete":
-        return f"remove {where}"
-    return f"set {where} to {value}"
-
-
-def brief_change(change: Mapping[str, Any]) -> str:
-    """`describe_change` without a long value: `add an item to third_party_helpers`, ..."""
-    text = describe_change(change)
-    if len(text) <= 60:
-        return text
-    where = _dotted(change.get("path") or [])
-    op = change.get("op")
-    if op == "append":
-        return f"add an item to {where}"
-    if op in ("remove", "delete"):
-        return f"remove an item from {where}" if op == "remove" else f"remove {where}"
-    return f"change {where}"
-
 
 # --------------------------------------------------------------------------------------------------
 # report → diagnostics

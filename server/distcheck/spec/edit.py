@@ -30,6 +30,8 @@ __all__ = [
     "append_item",
     "apply_changes",
     "apply_edits",
+    "brief_change",
+    "describe_change",
     "minimal_edits",
     "remove_item",
     "remove_member",
@@ -356,3 +358,35 @@ def apply_changes(text: str, changes: Sequence[Mapping[str, Any]]) -> str:
         else:
             out = set_value(out, path, change.get("value"))
     return out
+
+
+def _dotted(parts: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def describe_change(change: Mapping[str, Any]) -> str:
+    """`set distribution.policy.scatter_mode to "local"`, `add {...} to all_reduce_outputs`, ..."""
+    where = _dotted(change.get("path") or [])
+    value = json.dumps(change.get("value"), ensure_ascii=False)
+    op = change.get("op")
+    if op == "append":
+        return f"add {value} to {where}"
+    if op == "remove":
+        return f"remove {value} from {where}"
+    if op == "delete":
+        return f"remove {where}"
+    return f"set {where} to {value}"
+
+
+def brief_change(change: Mapping[str, Any]) -> str:
+    """`describe_change` without a long value: `add an item to third_party_helpers`, ..."""
+    text = describe_change(change)
+    if len(text) <= 60:
+        return text
+    where = _dotted(change.get("path") or [])
+    op = change.get("op")
+    if op == "append":
+        return f"add an item to {where}"
+    if op in ("remove", "delete"):
+        return f"remove an item from {where}" if op == "remove" else f"remove {where}"
+    return f"change {where}"
