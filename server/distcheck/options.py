@@ -5,7 +5,7 @@ key), its type, its default, its one bound, its help text and how each caller sp
 (`flag`, `cli_off`), the editor setting (`setting`: `distcheck.<camelCase>`) and the other table keys
 (`aliases`). From this record come `OPTION_TYPES` and `check_option` (`option_check`), argparse's
 validator flags (`cli_args`), the target-table keys (`jobs.pyproject`), the editor's `SETTING_KEYS`
-(`lsp.config`), the library entry points' checks (`validate.api`) and `package.json`'s
+(`lsp.config`), the library entry points' options (`option_values`, `validate.api`) and `package.json`'s
 `contributes.configuration` (kept equal to it by `tests/server/test_options_record.py`).
 
 `Vocabulary` phrases "set option X to V" in one caller's words (CLI flags, editor settings, pyproject
@@ -36,6 +36,7 @@ __all__ = [
     "Vocabulary",
     "camel",
     "option",
+    "option_values",
 ]
 
 OUTPUT_KINDS = ("per_node", "per_graph", "global")
@@ -273,6 +274,12 @@ def option(name: str) -> Option:
     """The `Option` called `name` (or one of its aliases); `KeyError` for anything else."""
     return _BY_NAME[OPTION_ALIASES.get(name, name)]
 
+
+def option_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The validator options among `arguments` (a library entry point's `locals()`, its parameters), in
+    `OPTIONS` order; every name the record does not list (the factory, the sample, `progress`, `spec`)
+    is left out."""
+    return {o.name: arguments[o.name] for o in OPTIONS if o.name in arguments}
 
 
 @dataclass(frozen=True)
