@@ -6,25 +6,26 @@ Names are loaded on first use, so `import distcheck.spec` (the editor daemon) ne
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .lazy import lazy_attribute
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Batch": "distcheck.batch",
-    "NeighborList": "distcheck.batch",
-    "MLIPSpec": "distcheck.spec",
-    "SpecError": "distcheck.spec",
-    "DistributedError": "distcheck.runtime",
-    "DistributedRun": "distcheck.runtime",
-    "RankTimeout": "distcheck.runtime",
-    "SetupError": "distcheck.runtime",
-    "run_distributed": "distcheck.runtime",
-    "TraceReport": "distcheck.report",
-    "trace_and_validate": "distcheck.validate",
-    "validate_on_cpu": "distcheck.validate",
-    "validate_launched": "distcheck.validate",
+    "Batch": "batch",
+    "NeighborList": "batch",
+    "MLIPSpec": "spec",
+    "SpecError": "spec",
+    "DistributedError": "runtime",
+    "DistributedRun": "runtime",
+    "RankTimeout": "runtime",
+    "SetupError": "runtime",
+    "run_distributed": "runtime",
+    "TraceReport": "report",
+    "trace_and_validate": "validate",
+    "validate_on_cpu": "validate",
+    "validate_launched": "validate",
 }
 
 __all__ = [
@@ -53,9 +54,4 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'distcheck' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _EXPORTS, globals(), name)

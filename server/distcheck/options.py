@@ -5,7 +5,7 @@ key), its type, its default, its one bound, its help text and how each caller sp
 (`flag`, `cli_off`), the editor setting (`setting`: `distcheck.<camelCase>`) and the other table keys
 (`aliases`). From this record come `OPTION_TYPES` and `check_option` (`option_check`), argparse's
 validator flags (`cli_args`), the target-table keys (`jobs.pyproject`), the editor's `SETTING_KEYS`
-(`lsp.config`), the library entry points' checks (`validate.api`) and `package.json`'s
+(`lsp.config`), the library entry points' options (`option_values`, `validate.api`) and `package.json`'s
 `contributes.configuration` (kept equal to it by `tests/server/test_options_record.py`).
 
 `Vocabulary` phrases "set option X to V" in one caller's words (CLI flags, editor settings, pyproject
@@ -36,6 +36,7 @@ __all__ = [
     "Vocabulary",
     "camel",
     "option",
+    "option_values",
 ]
 
 OUTPUT_KINDS = ("per_node", "per_graph", "global")
@@ -58,10 +59,11 @@ class Option:
     `words` saying the valid values in words and `example` a valid one (`choice_help`: one line per
     choice). `nullable`: None means "not set" (the `default`; a tuple for a list). `help` is the
     sentence the editor's settings show.
-    `flag` is the CLI spelling (for a bool the switch that sets the opposite of `default`), `cli_help`
-    its help, to which `--help` adds the default; `cli_off` is the switch that empties a list, with
-    `cli_off_help`. `aliases` are other keys a table or the settings accept. `library`: whether every
-    library entry point takes it as a keyword (`device` and `backend` are not `validate_on_cpu`'s).
+    `flag` is the CLI spelling, by default `--` and the name with dashes (for a bool, the switch that
+    sets the opposite of `default`: `--no-auto-fix`, `--allow-oversubscribe`); `cli_help` its help, to
+    which `--help` adds the default; `cli_off` is the switch that empties a list, with `cli_off_help`.
+    `aliases` are other keys a table or the settings accept. `library`: whether every library entry
+    point takes it as a keyword (`device` and `backend` are not `validate_on_cpu`'s).
     """
 
     name: str
@@ -85,6 +87,11 @@ class Option:
     aliases: tuple[str, ...] = ()
     library: bool = True
 
+    def __post_init__(self) -> None:
+        if not self.flag:
+            off = "no-" if self.kind == "bool" and self.default else ""
+            object.__setattr__(self, "flag", f"--{off}{self.name.replace('_', '-')}")
+
     @property
     def setting(self) -> str:
         """The editor setting's key under `distcheck.` (`worldSize`)."""
@@ -96,10 +103,33 @@ class Option:
         return not self.default if self.kind == "bool" else None
 
 
-_TOLERANCE_HELP = (
-    "{what} tolerance of the comparison with the single-process reference: a number for every output, or one per "
-    "output name or output kind (per_node, per_graph, global) with an optional default"
-)
+# Bounds (with their words and metavar) that several options share.
+_AT_LEAST_ONE: dict[str, Any] = {"words": "at least 1", "minimum": 1, "metavar": "N"}
+_SECONDS: dict[str, Any] = {
+    "words": "a finite number of seconds > 0",
+    "minimum": 0.0,
+    "exclusive": True,
+    "finite": True,
+    "metavar": "SEC",
+}
+
+
+def _tolerance(name: str, default: float, what: str, example: str) -> Option:
+    """`atol` / `rtol`: the `what` ("absolute", "relative") tolerance of the comparison with the reference."""
+    return Option(
+        name,
+        "tolerance",
+        default,
+        f"{what.capitalize()} tolerance of the comparison with the single-process reference: a number for every "
+        "output, or one per output name or output kind (per_node, per_graph, global) with an optional default.",
+        words="a finite number >= 0",
+        example=example,
+        minimum=0.0,
+        finite=True,
+        metavar="X",
+        cli_help=f"{what} tolerance; OUTPUT=X (repeatable) sets it for one output or output kind",
+    )
+
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -108,12 +138,9 @@ OPTIONS: tuple[Option, ...] = (
         2,
         "Number of ranks the model is domain-decomposed over (at least 2 for a validation): at most the atoms of the "
         "sample's smallest system and, on the CPU, 4 per core unless allow_oversubscribe is set.",
-        words="at least 1",
         example="2",
-        minimum=1,
-        flag="--world-size",
-        metavar="N",
         cli_help="number of ranks",
+        **_AT_LEAST_ONE,
     ),
     Option(
         "device",
@@ -124,44 +151,18 @@ OPTIONS: tuple[Option, ...] = (
         words="auto, cpu, cuda, cuda:N or one device per rank separated by commas (cuda:0,cuda:1)",
         example="cpu",
         pattern=r"auto|cpu|cuda|(cpu|cuda:\d+)(,(cpu|cuda:\d+))+|cuda:\d+",
-        flag="--device",
         metavar="DEV",
         cli_help="auto (cuda:0 when torch sees a GPU, else the CPU), cpu, cuda (one rank per GPU), cuda:N (every rank "
         "on GPU N) or one device per rank: cuda:0,cuda:1",
         library=False,
     ),
-    Option(
-        "atol",
-        "tolerance",
-        1e-5,
-        _TOLERANCE_HELP.format(what="Absolute") + ".",
-        words="a finite number >= 0",
-        example="1e-5",
-        minimum=0.0,
-        finite=True,
-        flag="--atol",
-        metavar="X",
-        cli_help="absolute tolerance; OUTPUT=X (repeatable) sets it for one output or output kind",
-    ),
-    Option(
-        "rtol",
-        "tolerance",
-        1e-4,
-        _TOLERANCE_HELP.format(what="Relative") + ".",
-        words="a finite number >= 0",
-        example="1e-4",
-        minimum=0.0,
-        finite=True,
-        flag="--rtol",
-        metavar="X",
-        cli_help="relative tolerance; OUTPUT=X (repeatable) sets it for one output or output kind",
-    ),
+    _tolerance("atol", 1e-5, "absolute", "1e-5"),
+    _tolerance("rtol", 1e-4, "relative", "1e-4"),
     Option(
         "auto_fix",
         "bool",
         True,
         "Let the validator try spec fixes (auto-fix rules) when the first attempt fails.",
-        flag="--no-auto-fix",
         cli_help="try the initial spec only",
     ),
     Option(
@@ -172,7 +173,6 @@ OPTIONS: tuple[Option, ...] = (
         words=">= 0",
         example="8",
         minimum=0,
-        flag="--max-fix-attempts",
         metavar="N",
         cli_help="auto-fix attempts after the first",
     ),
@@ -189,7 +189,6 @@ OPTIONS: tuple[Option, ...] = (
             "gloo (CPU, or ranks sharing one GPU)",
             "NCCL (one GPU per rank)",
         ),
-        flag="--backend",
         cli_help="collective backend",
         library=False,
     ),
@@ -199,16 +198,12 @@ OPTIONS: tuple[Option, ...] = (
         120.0,
         "Seconds one run (the single-process reference, or one attempt's ranks) may take before its processes are "
         "killed; deadline_sec bounds the whole validation.",
-        words="a finite number of seconds > 0",
         example="120",
-        minimum=0.0,
-        exclusive=True,
-        finite=True,
         flag="--timeout",
-        metavar="SEC",
         cli_help="seconds one run (the single-process reference, or one attempt's ranks) may take before its "
         "processes are killed",
         aliases=("timeout",),
+        **_SECONDS,
     ),
     Option(
         "deadline_sec",
@@ -216,17 +211,13 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Seconds the whole validation may take (empty: no deadline): past it no new attempt starts, each run gets at "
         "most what is left, and the report stands on the best attempt so far.",
-        words="a finite number of seconds > 0",
         example="600",
-        minimum=0.0,
-        exclusive=True,
-        finite=True,
         nullable=True,
         flag="--deadline",
-        metavar="SEC",
         cli_help="seconds the whole validation may take: past it no new attempt starts, each run gets at most what is "
         "left, and the report stands on the best attempt so far (default: no deadline)",
         aliases=("deadline",),
+        **_SECONDS,
     ),
     Option(
         "watched_helper_packages",
@@ -246,19 +237,15 @@ OPTIONS: tuple[Option, ...] = (
         "int",
         8,
         "Check every N-th call of a watched helper.",
-        words="at least 1",
         example="8",
-        minimum=1,
-        flag="--helper-sample-every",
-        metavar="N",
         cli_help="record every Nth helper call",
+        **_AT_LEAST_ONE,
     ),
     Option(
         "layer_diagnostic",
         "bool",
         True,
         "On failure, locate the first module whose outputs diverge.",
-        flag="--no-layer-diagnostic",
         cli_help="skip the per-module divergence search",
     ),
     Option(
@@ -267,7 +254,6 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "On the CPU, start more than 4 ranks per core (refused otherwise, so a large world_size cannot exhaust the "
         "machine).",
-        flag="--allow-oversubscribe",
         cli_help="on the CPU, start more than 4 ranks per core this process may use (refused otherwise)",
     ),
 )
@@ -278,15 +264,22 @@ _BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 OPTION_TYPES: dict[str, str] = {o.name: o.kind for o in OPTIONS}
 """Option name → its kind (see `Option.kind`)."""
 OPTION_ALIASES: dict[str, str] = {alias: o.name for o in OPTIONS for alias in o.aliases}
+"""Other spellings a pyproject table or the settings accept for some options (`timeout`, `deadline`, `watch`)."""
 
 EDITOR_SETTINGS: tuple[str, ...] = ("interpreter", "trace", "saveBeforeValidate")
 """The extension's own `distcheck.*` settings (first key segment): read by the editor, never validator options."""
-"""Other spellings a pyproject table or the settings accept for some options (`timeout`, `deadline`, `watch`)."""
 
 
 def option(name: str) -> Option:
     """The `Option` called `name` (or one of its aliases); `KeyError` for anything else."""
     return _BY_NAME[OPTION_ALIASES.get(name, name)]
+
+
+def option_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The validator options among `arguments` (a library entry point's `locals()`, its parameters), in
+    `OPTIONS` order; every name the record does not list (the factory, the sample, `progress`, `spec`)
+    is left out."""
+    return {o.name: arguments[o.name] for o in OPTIONS if o.name in arguments}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ check; per-output tolerances end to end; hints in the caller's words (the job la
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -29,7 +30,17 @@ from distcheck.option_check import (
     unknown_tolerance_keys,
     with_default,
 )
-from distcheck.options import CLI, EDITOR, EDITOR_SETTINGS, LIBRARY, OPTIONS, PYPROJECT, Vocabulary, option
+from distcheck.options import (
+    CLI,
+    EDITOR,
+    EDITOR_SETTINGS,
+    LIBRARY,
+    OPTIONS,
+    PYPROJECT,
+    Vocabulary,
+    option,
+    option_values,
+)
 from distcheck.options_schema import SCHEMA_KEYS, setting_schema
 from distcheck.rank_limits import check_rank_count, check_world_size
 from distcheck.report import TraceReport
@@ -37,6 +48,7 @@ from distcheck.targets import load_targets
 from distcheck.validate import trace_and_validate, validate_on_cpu
 from distcheck.validate.diff import compare_outputs
 from distcheck.validate.launched import validate_launched
+from distcheck.validate.run_setup import ValidationRequest
 from examples import pair_potential
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +138,63 @@ def test_library_keywords_are_the_records(entry: Any) -> None:
         if o.name == "device":
             continue  # each entry point has its own device default (cuda:0, auto)
         assert default == o.default or (default is None and o.nullable), (entry.__name__, name, default)
+
+
+def test_the_request_has_a_field_per_option() -> None:
+    """The entry points hand their options on by the record's names (`option_values`): the request
+    holds exactly those, beside the factory, the sample and the spec."""
+    fields = [f.name for f in dataclasses.fields(ValidationRequest)]
+    assert sorted(fields) == sorted(["model_factory", "sample_batch", "spec", *(o.name for o in OPTIONS)])
+    assert option_values({"model_factory": PAIR, "progress": None, "world_size": 3, "atol": 0.1}) == {
+        "atol": 0.1,
+        "world_size": 3,
+    }
+    assert list(option_values({"atol": 0.1, "world_size": 3})) == ["world_size", "atol"]  # the record's order
+
+
+class _Session:
+    """A launched job's rank 0 without a job: two ranks on the CPU."""
+
+    is_leader = True
+    world_size = 2
+    devices = ("cpu", "cpu")
+    backend = "gloo"
+
+    @classmethod
+    def join(cls, **_: Any) -> _Session:
+        return cls()
+
+    def stop(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("entry", [trace_and_validate, validate_on_cpu, validate_launched], ids=lambda f: f.__name__)
+def test_every_keyword_reaches_the_request(entry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each entry point's keywords arrive in the request unchanged, its own defaults for those not given;
+    what it fixes itself (the CPU's device and backend, a launched job's size, devices and backend) wins."""
+    import distcheck.validate.api as api
+    import distcheck.validate.launched as launched
+
+    seen: list[ValidationRequest] = []
+    for module in (api, launched):
+        monkeypatch.setattr(module, "run_validation", lambda request, **_: seen.append(request))
+    monkeypatch.setattr(api.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(launched, "GroupSession", _Session)
+    params = inspect.signature(entry).parameters
+    given = {"atol": 0.5, "max_fix_attempts": 3, "deadline_sec": 60.0, "watched_helper_packages": ["a.b"]}
+    entry(PAIR, "sample", spec={"format": "distcheck-spec"}, **given)
+    (request,) = seen
+    assert (request.model_factory, request.sample_batch, request.spec) == (PAIR, "sample", {"format": "distcheck-spec"})
+    fixed = {
+        validate_on_cpu: {"device": "cpu", "backend": "gloo"},
+        validate_launched: {"world_size": 2, "device": ("cpu", "cpu"), "backend": "gloo"},
+    }.get(entry, {})
+    for o in OPTIONS:
+        expected = fixed[o.name] if o.name in fixed else given.get(o.name, params[o.name].default)
+        assert getattr(request, o.name) == expected, o.name
 
 
 def test_every_option_has_its_flag_and_the_flags_reach_the_options() -> None:

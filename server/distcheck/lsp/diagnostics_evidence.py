@@ -27,13 +27,6 @@ from .text import Span
 
 __all__ = ["evidence_diagnostics", "kernel_entries", "unrouted_advice"]
 
-_WHAT = {
-    "per_atom_to_per_system": "atoms → systems",
-    "per_edge_to_per_atom": "edges → atoms",
-    "per_edge_to_per_system": "edges → systems",
-    "per_atom_total": "total over atoms",
-}
-
 
 def _which(attempt: Attempt) -> str:
     return f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
@@ -72,7 +65,7 @@ def _unrouted_texts(
 ) -> tuple[str, str, list[str]]:
     """The message, the remedy and the evidence of one unrouted aggregation."""
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
-    what = _WHAT.get(op.aggregation, op.aggregation)
+    what = op.aggregation_words
     message = f"Unrouted aggregation {op.op} ({what}): each rank computed only its partial."
     seen = f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}"
     if op.function:
@@ -107,7 +100,7 @@ def _kernel_texts(
 ) -> tuple[str, str, list[str], dict[str, Any]]:
     """The message, the remedy, the evidence and the fix data of one undeclared kernel (`op.kernel` set)."""
     assert op.kernel is not None
-    what = _WHAT.get(op.aggregation, op.aggregation)
+    what = op.aggregation_words
     message = f"Undeclared torch.ops kernel {op.op} ({what}): each rank computed only its partial."
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
     evidence = [

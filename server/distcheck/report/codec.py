@@ -25,16 +25,15 @@ from distcheck.spec import MLIPSpec
 from distcheck.spec.fields import non_null, union_args
 
 from .values import (
+    _SCALARS,
     _bad,
-    _dec_bool,
     _dec_float,
     _dec_free,
     _dec_free_dict,
-    _dec_int,
     _dec_list,
     _dec_rank_map,
+    _dec_scalar,
     _dec_spec,
-    _dec_str,
     _dec_str_map,
     _enc_float,
     _enc_free,
@@ -160,17 +159,13 @@ def decode(value: Any, tp: Any, path: _PathT, enum: tuple[str, ...] | None = Non
     args = union_args(tp)
     if args is not None:
         return None if value is None else decode(value, non_null(args), path, enum)
-    if tp is bool:
-        return _dec_bool(value, path)
-    if tp is int:
-        return _dec_int(value, path)
     if tp is float:
         return _dec_float(value, path)
-    if tp is str:
-        text = _dec_str(value, path)
-        if enum is not None and text not in enum:
-            raise _bad(path, f"expected one of {', '.join(enum)}, got {text!r}")
-        return text
+    if tp in _SCALARS:
+        found = _dec_scalar(value, path, tp)
+        if tp is str and enum is not None and found not in enum:
+            raise _bad(path, f"expected one of {', '.join(enum)}, got {found!r}")
+        return found
     if tp is MLIPSpec:
         return _dec_spec(value, path)
     if is_record(tp):

@@ -99,12 +99,13 @@ def _norm(path: str) -> str:
     return os.path.normcase(os.path.normpath(os.path.abspath(path)))
 
 
-UNROUTED_AGGREGATIONS: tuple[str, ...] = (
-    "per_atom_to_per_system",
-    "per_edge_to_per_atom",
-    "per_edge_to_per_system",
-    "per_atom_total",
-)
+_AGGREGATION_WORDS = {
+    "per_atom_to_per_system": "atoms → systems",
+    "per_edge_to_per_atom": "edges → atoms",
+    "per_edge_to_per_system": "edges → systems",
+    "per_atom_total": "total over atoms",
+}
+UNROUTED_AGGREGATIONS: tuple[str, ...] = tuple(_AGGREGATION_WORDS)
 """`UnroutedOp.aggregation` values: atoms into systems (by the system index, a count, a segment), edges
 into atoms (`halo_correction` only: under `local` an edge aggregation needs no correction), edges
 into systems, and a total over every atom of the batch."""
@@ -152,6 +153,11 @@ class UnroutedOp(Record):
         if self.call_file is not None:
             return f"{self.call_file}:{self.call_line if self.call_line is not None else '?'}"
         return "unknown location"
+
+    @property
+    def aggregation_words(self) -> str:
+        """`aggregation` as a message names it (`"atoms → systems"`)."""
+        return _AGGREGATION_WORDS.get(self.aggregation, self.aggregation)
 
     @property
     def key(self) -> tuple[str, str, str, str | None, int | None, str | None, int | None]:

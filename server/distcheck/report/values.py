@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from distcheck.spec import MLIPSpec, SpecError
+from distcheck.spec.errors import json_type
 
 _PathT = tuple[str | int, ...]
 
@@ -112,19 +113,15 @@ def _bad(path: _PathT, message: str) -> ValueError:
 
 
 def _kind_of(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return f"a Python {type(value).__name__}"
+    """What `value` is, for "expected ..., got ..." (`spec.errors.json_type` with an article; an integer
+    is a number here, and a tuple, which no reader accepts as an array, is named as the Python type)."""
+    if isinstance(value, tuple):
+        return f"a Python {type(value).__name__}"
+    kind = json_type(value)
+    return _KIND_WORDS.get(kind, f"a {kind}")
+
+
+_KIND_WORDS = {"null": "null", "integer": "a number", "array": "an array", "object": "an object"}
 
 
 def _fields(
@@ -143,15 +140,15 @@ def _fields(
     return d
 
 
-def _dec_int(value: object, path: _PathT) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad(path, f"expected an integer, got {_kind_of(value)}")
-    return value
+_SCALARS: dict[type, str] = {bool: "true or false", int: "an integer", str: "a string"}
+"""The JSON scalars a record field may be (besides a float, `_dec_float`), each with what an error
+says was expected."""
 
 
-def _dec_bool(value: object, path: _PathT) -> bool:
-    if not isinstance(value, bool):
-        raise _bad(path, f"expected true or false, got {_kind_of(value)}")
+def _dec_scalar(value: object, path: _PathT, tp: type[_T]) -> _T:
+    """`value` when it is a `tp` (one of `_SCALARS`; a bool is never an int), else the error at `path`."""
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise _bad(path, f"expected {_SCALARS[tp]}, got {_kind_of(value)}")
     return value
 
 
@@ -192,12 +189,6 @@ def _dec_free_dict(value: object, path: _PathT) -> dict[str, Any]:
     decoded = _dec_free(value, path)
     assert isinstance(decoded, dict)
     return decoded
-
-
-def _dec_str(value: object, path: _PathT) -> str:
-    if not isinstance(value, str):
-        raise _bad(path, f"expected a string, got {_kind_of(value)}")
-    return value
 
 
 def _dec_spec(value: object, path: _PathT) -> MLIPSpec:

@@ -1,8 +1,9 @@
 """The distributed runtime distcheck validates: partition, halo exchange, handlers, adapters,
 consolidation, and real `torch.distributed` ranks (`run_distributed`)."""
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from ..lazy import lazy_attribute
 
 # Names are loaded on first use: `distcheck.runtime.spares` (started by the CLI before it imports
 # torch) and `forkserver_init` (the import guard, first in the pool) must not pull torch in with the
@@ -87,9 +88,4 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'distcheck.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _EXPORTS, globals(), name)

@@ -99,11 +99,11 @@ class Policy(_Part):
             self.halo_width = float(self.halo_width)
 
 
-def _transforms(noun: str, example: str, enum: tuple[str, ...], explained: str) -> dict[str, Any]:
-    """The metadata of a custom op's transforms per `noun` ("argument", "output") position: the keys are
-    decimal positions (`example` is the second one a hint shows), the values one of `enum`."""
+def _transforms(noun: str, example: str, enum: tuple[str, ...], explained: str) -> dict[str, str]:
+    """The field of a custom op's transforms per `noun` ("argument", "output") position, empty by default:
+    the keys are decimal positions (`example` is the second one a hint shows), the values one of `enum`."""
     word = noun.capitalize()
-    return meta(
+    metadata = meta(
         f"{word} transforms",
         f'Transform per {noun} position ("0", "1", ...): {", ".join(enum[:-1])} or {enum[-1]}.',
         keys={
@@ -114,6 +114,7 @@ def _transforms(noun: str, example: str, enum: tuple[str, ...], explained: str) 
         },
         values={"enum": enum, "title": f"{word} transform", "description": explained},
     )
+    return field(default_factory=dict, metadata=metadata)
 
 
 @dataclass
@@ -138,23 +139,12 @@ class CustomOp(_Part):
             example='"mylib::fused_message"',
         )
     )
-    arg_transforms: dict[str, str] = field(
-        default_factory=dict,
-        metadata=_transforms(
-            "argument",
-            "2",
-            ARG_TRANSFORMS,
-            "gather_inputs: refresh halo rows first; slice_owned: pass owned rows only.",
-        ),
+    # `_transforms` returns a `field(default_factory=dict)`: no default is shared between instances.
+    arg_transforms: dict[str, str] = _transforms(  # noqa: RUF009
+        "argument", "2", ARG_TRANSFORMS, "gather_inputs: refresh halo rows first; slice_owned: pass owned rows only."
     )
-    output_transforms: dict[str, str] = field(
-        default_factory=dict,
-        metadata=_transforms(
-            "output",
-            "1",
-            OUTPUT_TRANSFORMS,
-            "scatter_outputs: send halo rows to owners; all_reduce_sum: sum over ranks.",
-        ),
+    output_transforms: dict[str, str] = _transforms(  # noqa: RUF009
+        "output", "1", OUTPUT_TRANSFORMS, "scatter_outputs: send halo rows to owners; all_reduce_sum: sum over ranks."
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..option_check import Tolerance
+from ..options import option_values
 from ..report import TraceReport
 from ..spec import MLIPSpec
 from .engine import ProgressCallback, run_validation
@@ -58,27 +59,8 @@ def trace_and_validate(
             "trace_and_validate needs CUDA, and torch sees no GPU here. On a CPU-only machine use "
             "distcheck.validate_on_cpu(model_factory, sample_batch, ...) — the same pipeline with gloo."
         )
-    return run_validation(
-        ValidationRequest(
-            model_factory,
-            sample_batch,
-            world_size=world_size,
-            device=device,
-            atol=atol,
-            rtol=rtol,
-            auto_fix=auto_fix,
-            max_fix_attempts=max_fix_attempts,
-            backend=backend,
-            timeout_sec=timeout_sec,
-            deadline_sec=deadline_sec,
-            watched_helper_packages=watched_helper_packages,
-            helper_sample_every=helper_sample_every,
-            layer_diagnostic=layer_diagnostic,
-            allow_oversubscribe=allow_oversubscribe,
-            spec=spec,
-        ),
-        progress=progress,
-    )
+    options = option_values(locals())
+    return run_validation(ValidationRequest(model_factory, sample_batch, spec=spec, **options), progress=progress)
 
 
 def validate_on_cpu(
@@ -101,24 +83,5 @@ def validate_on_cpu(
 ) -> TraceReport:
     """The same pipeline as `trace_and_validate`, on the CPU with gloo (what CI and laptops run), with
     the same option checks, `timeout_sec` (one run) and `deadline_sec` (the whole validation)."""
-    return run_validation(
-        ValidationRequest(
-            model_factory,
-            sample_batch,
-            world_size=world_size,
-            device="cpu",
-            atol=atol,
-            rtol=rtol,
-            auto_fix=auto_fix,
-            max_fix_attempts=max_fix_attempts,
-            backend="gloo",
-            timeout_sec=timeout_sec,
-            deadline_sec=deadline_sec,
-            watched_helper_packages=watched_helper_packages,
-            helper_sample_every=helper_sample_every,
-            layer_diagnostic=layer_diagnostic,
-            allow_oversubscribe=allow_oversubscribe,
-            spec=spec,
-        ),
-        progress=progress,
-    )
+    options = {**option_values(locals()), "device": "cpu", "backend": "gloo"}
+    return run_validation(ValidationRequest(model_factory, sample_batch, spec=spec, **options), progress=progress)

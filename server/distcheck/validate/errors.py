@@ -2,145 +2,29 @@
 
 `translate(failure)` takes a `RankFailure` (or its `to_dict()`, or an exception) and returns one to
 three sentences naming the likely cause and what to change. `nan_hint(rank, output)` does the same for
-a rank output holding NaN/Inf. Pattern matching only: neither torch nor the torch-importing parts of
-`distcheck.runtime` are imported at run time (only `runtime.frames`, the user-frame rule), and no
-user code is imported; failures are read by duck typing.
+a rank output holding NaN/Inf. Pattern matching only, on the failure as `failure.normalise` reads it
+(by duck typing): no torch, no torch-importing part of `distcheck.runtime`, no user code.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import signal
-import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+from .failure import Failure, at, first_line, normalise, phase_context, user_frame, where, who
 
 if TYPE_CHECKING:
     from ..runtime.errors import RankFailure
 
 __all__ = ["nan_hint", "phase_context", "translate"]
 
-PHASE_CONTEXT = {
-    "starting": "while the rank was starting",
-    "rendezvous": "while the ranks rendezvoused (init_process_group)",
-    "factory": "while importing the factory",
-    "partition": "while partitioning the batch",
-    "forward": "during the forward",
-    "collect": "while collecting the outputs",
-    "done": "after the forward",
-    "reference": "during the single-process reference run",
-}
-
 PASS_THROUGH = frozenset({"WrapperError", "FactoryError", "SetupError", "SpecError", "AdapterError"})
 """distcheck's own errors: their messages already say what to change."""
 
 GIB = 1024**3
-
-
-class _Frame(NamedTuple):
-    file: str
-    line: int
-    function: str
-
-
-@dataclass
-class _Failure:
-    rank: int | None
-    type: str
-    message: str
-    phase: str
-    frames: list[_Frame] = field(default_factory=list)
-    exitcode: int | None = None
-    timed_out: bool = False
-    collective: str | None = None
-
-
-def _frame(f: Any) -> _Frame:
-    """A `Frame`, its dict form or a `(file, line, function)` tuple."""
-    if isinstance(f, Mapping):
-        return _Frame(str(f.get("file", "")), int(f.get("line", 0) or 0), str(f.get("function", "")))
-    if hasattr(f, "file") and hasattr(f, "function"):
-        return _Frame(str(f.file), int(getattr(f, "line", 0) or 0), str(f.function))
-    return _Frame(str(f[0]), int(f[1] or 0), str(f[2]))
-
-
-def _is_rank_failure(obj: Any) -> bool:
-    return not isinstance(obj, (Mapping, BaseException)) and all(
-        hasattr(obj, a) for a in ("rank", "type", "message", "phase")
-    )
-
-
-def _normalise(failure: RankFailure | Mapping[str, Any] | BaseException) -> _Failure:
-    if _is_rank_failure(failure):
-        return _Failure(
-            rank=getattr(failure, "rank", None),
-            type=str(getattr(failure, "type", "")),
-            message=str(getattr(failure, "message", "")),
-            phase=str(getattr(failure, "phase", "")),
-            frames=[_frame(f) for f in getattr(failure, "frames", None) or []],
-            exitcode=getattr(failure, "exitcode", None),
-            collective=getattr(failure, "collective", None),
-        )
-    if isinstance(failure, BaseException):
-        inner = getattr(failure, "primary", None)  # a DistributedError carries its ranks' failures
-        if inner is not None and _is_rank_failure(inner):
-            norm = _normalise(inner)
-            norm.timed_out = norm.timed_out or type(failure).__name__ == "RankTimeout"
-            return norm
-        frames = [
-            _Frame(os.path.abspath(fs.filename), fs.lineno or 0, fs.name)
-            for fs in traceback.extract_tb(failure.__traceback__)
-        ]
-        return _Failure(
-            rank=None,
-            type=type(failure).__name__,
-            message=str(failure),
-            phase="",
-            frames=frames,
-            timed_out=type(failure).__name__ == "RankTimeout",
-        )
-    assert isinstance(failure, Mapping)
-    rank = failure.get("rank")
-    exitcode = failure.get("exitcode")
-    return _Failure(
-        rank=int(rank) if rank is not None else None,
-        type=str(failure.get("type", "") or ""),
-        message=str(failure.get("message", "") or ""),
-        phase=str(failure.get("phase", "") or ""),
-        frames=[_frame(f) for f in failure.get("frames", None) or []],
-        exitcode=int(exitcode) if exitcode is not None else None,
-        timed_out=bool(failure.get("timed_out", False)),
-        collective=str(failure["collective"]) if failure.get("collective") else None,
-    )
-
-
-def phase_context(phase: str) -> str:
-    """`"during the forward"`, `"while importing the factory"`, … for a rank phase."""
-    if not phase:
-        return ""
-    return PHASE_CONTEXT.get(phase, f"in phase {phase!r}")
-
-
-def _user_frame(frames: list[_Frame]) -> _Frame | None:
-    """The innermost frame in the user's code (`runtime.frames`' rule), or None."""
-    from ..runtime.frames import innermost_user_frame  # here: the module also loads as a lone file
-
-    return innermost_user_frame(frames)
-
-
-def _where(f: _Failure) -> str:
-    """`" during the forward on rank 1"` with a leading space (either part may be missing), or `""`."""
-    who = "" if f.rank is None else ("in the reference run" if f.rank < 0 else f"on rank {f.rank}")
-    parts = [p for p in (phase_context(f.phase), who) if p]
-    return "".join(" " + p for p in parts)
-
-
-def _first_line(message: str, limit: int = 200) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _memory(memory_by_rank: Mapping[int, int] | None) -> str:
@@ -176,9 +60,9 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def _autograd_hint(f: _Failure) -> str:
+def _autograd_hint(f: Failure) -> str:
     return (
-        f"The autograd graph from the positions to the outputs is severed{_where(f)} ({_first_line(f.message)}): "
+        f"The autograd graph from the positions to the outputs is severed{where(f)} ({first_line(f.message)}): "
         "look for a detach(), `.data`, `.item()` or numpy round trip in the wrapper, or a custom op without an "
         "autograd formula. Or an in-place `scatter_add_` / `index_add_` drops its return value on a tensor "
         "created under `torch.no_grad()`: rebind the result (`out = out.index_add_(...)`) and keep every step "
@@ -186,7 +70,7 @@ def _autograd_hint(f: _Failure) -> str:
     )
 
 
-def _oom_hint(f: _Failure, memory_by_rank: Mapping[int, int] | None) -> str:
+def _oom_hint(f: Failure, memory_by_rank: Mapping[int, int] | None) -> str:
     tried = _TRIED.search(f.message)
     gpu = re.search(r"CUDA|GPU", f.message) is not None or f.type == "OutOfMemoryError"
     what = "GPU" if gpu else "host"
@@ -196,68 +80,55 @@ def _oom_hint(f: _Failure, memory_by_rank: Mapping[int, int] | None) -> str:
         if gpu
         else "Use a smaller sample, fewer ranks, or float32."
     )
-    return f"Out of {what} memory{_where(f)}{asked}.{_memory(memory_by_rank)} {advice}"
+    return f"Out of {what} memory{where(f)}{asked}.{_memory(memory_by_rank)} {advice}"
 
 
-def _duplicate_gpu_hint(f: _Failure) -> str:
+def _duplicate_gpu_hint(f: Failure) -> str:
     return (
-        f"NCCL refused to start{_where(f)}: several ranks share one GPU, and NCCL needs one GPU per rank "
+        f"NCCL refused to start{where(f)}: several ranks share one GPU, and NCCL needs one GPU per rank "
         "(\"Duplicate GPU detected\"). Use backend='auto', which picks gloo when ranks share a GPU, or give "
         "every rank its own GPU (device='cuda')."
     )
 
 
-def _nccl_hint(f: _Failure) -> str:
+def _nccl_hint(f: Failure) -> str:
     return (
-        f"NCCL failed{_where(f)}: {_first_line(f.message)}. Rerun with NCCL_DEBUG=WARN for details; "
+        f"NCCL failed{where(f)}: {first_line(f.message)}. Rerun with NCCL_DEBUG=WARN for details; "
         "backend='gloo' (or 'auto' when ranks share a GPU) rules NCCL itself out."
     )
 
 
-def _timeout_hint(f: _Failure) -> str:
-    where = _where(f)
+def _timeout_hint(f: Failure) -> str:
+    place = where(f)
     if f.phase in ("forward", "collect"):
         return (
-            f"The run timed out{where}: that rank was most likely waiting in a collective its peers never "
+            f"The run timed out{place}: that rank was most likely waiting in a collective its peers never "
             "reached because ranks took different code paths (e.g. branching on the local atom "
             "count, or skipping a layer on a rank that holds no atoms of a system); make every rank run the "
             "same collectives. If the model is merely slow, raise timeout_sec."
         )
     if f.phase in ("rendezvous", "starting"):
         return (
-            f"The run timed out{where} before the ranks all met: a rank failed to start or was very slow to "
+            f"The run timed out{place} before the ranks all met: a rank failed to start or was very slow to "
             "import torch; check the other ranks' errors, or raise timeout_sec."
         )
     if f.phase == "factory":
         return (
-            f"The run timed out{where}: building the model in every rank (downloading weights, compiling) took "
+            f"The run timed out{place}: building the model in every rank (downloading weights, compiling) took "
             "longer than timeout_sec; cache the weights or raise timeout_sec."
         )
     return (
-        f"The run timed out{where}: a rank blocked in a collective its peers never reached (ranks took different "
+        f"The run timed out{place}: a rank blocked in a collective its peers never reached (ranks took different "
         "code paths, e.g. branching on the local atom count), or the model is slower than timeout_sec; raise it."
     )
 
 
-def _who(f: _Failure, capital: bool = True) -> str:
-    if f.rank is None:
-        return "A rank" if capital else "a rank"
-    if f.rank < 0:
-        return "The single-process reference run" if capital else "the single-process reference run"
-    return f"Rank {f.rank}" if capital else f"rank {f.rank}"
-
-
-def _at(f: _Failure) -> str:
-    frame = _user_frame(f.frames)
-    return f" at {frame.file}:{frame.line} in {frame.function}" if frame is not None else ""
-
-
-def _stuck_hint(f: _Failure) -> str:
+def _stuck_hint(f: Failure) -> str:
     """A process still busy outside any collective when its run timed out: the one that held the others."""
     during = phase_context(f.phase)
     if f.rank is not None and f.rank < 0:
         return (
-            f"The single-process reference run timed out {during}{_at(f)} (timeout_sec bounds each run): the "
+            f"The single-process reference run timed out {during}{at(f)} (timeout_sec bounds each run): the "
             "model hangs or is this slow on the sample in one process already, before anything is distributed. "
             "Its Python stack when it was stopped is in the report: fix the loop or blocking call there, or raise "
             "timeout_sec or use a smaller sample if it is merely slow."
@@ -265,36 +136,36 @@ def _stuck_hint(f: _Failure) -> str:
     if f.phase in ("starting", "factory"):
         return _timeout_hint(f)
     return (
-        f"{_who(f)} was still busy {during}, outside any collective, when the run timed out{_at(f)}; the other ranks "
+        f"{who(f)} was still busy {during}, outside any collective, when the run timed out{at(f)}; the other ranks "
         "were waiting for it. Its Python stack when it was stopped is in the report: a loop or a blocking call "
         "there never returned. Fix it, or raise timeout_sec if the model is merely this slow on the sample."
     )
 
 
-def _waiting_hint(f: _Failure) -> str:
+def _waiting_hint(f: Failure) -> str:
     """Every rank still running was inside a collective: they wait for each other in different ones."""
     if f.collective == "init_process_group":
         return _timeout_hint(dataclasses.replace(f, phase="rendezvous"))
     during = phase_context(f.phase)
     return (
-        f"The run timed out while {_who(f, capital=False)} waited {during} in the collective {f.collective} for "
+        f"The run timed out while {who(f, capital=False)} waited {during} in the collective {f.collective} for "
         "peers that never reached it: the ranks took different code paths (e.g. branching on the local atom "
         "count, or skipping a layer on a rank that holds no atoms of a system); make every rank run the same "
         "collectives. If the model is merely slow, raise timeout_sec."
     )
 
 
-def _exited_hint(f: _Failure) -> str:
+def _exited_hint(f: Failure) -> str:
     """A process that ended itself without a result and without a Python exception."""
     during = " " + phase_context(f.phase) if f.phase and (f.rank is None or f.rank >= 0) else ""
     return (
-        f"{_who(f)} ended its own process (exit code {f.exitcode}){during} without returning a result or raising "
+        f"{who(f)} ended its own process (exit code {f.exitcode}){during} without returning a result or raising "
         "an exception: the model or a library it calls runs os._exit(), or exit() in native code. Find that call "
         "(the process's last output is in the report) and raise an exception instead."
     )
 
 
-def _killed_hint(f: _Failure, memory_by_rank: Mapping[int, int] | None) -> str:
+def _killed_hint(f: Failure, memory_by_rank: Mapping[int, int] | None) -> str:
     m = _KILLED.search(f.message)
     name = m.group(1) if m else ""
     if not name and f.exitcode is not None and f.exitcode < 0:
@@ -302,43 +173,43 @@ def _killed_hint(f: _Failure, memory_by_rank: Mapping[int, int] | None) -> str:
             name = signal.Signals(-f.exitcode).name
         except ValueError:
             name = f"signal {-f.exitcode}"
-    where = _where(f)
+    place = where(f)
     if name == "SIGKILL":
         return (
-            f"A rank was killed by SIGKILL{where}, most likely by the operating system's out-of-memory killer "
+            f"A rank was killed by SIGKILL{place}, most likely by the operating system's out-of-memory killer "
             f"(host memory).{_memory(memory_by_rank)} Use less memory: a smaller sample, fewer ranks, or float32."
         )
     if name in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"):
         return (
-            f"A rank crashed with {name}{where}: a crash in native code (a compiled extension or custom op). "
+            f"A rank crashed with {name}{place}: a crash in native code (a compiled extension or custom op). "
             "Check whether the single-process reference crashes too, and read the rank's last output."
         )
     if name in ("SIGTERM", "SIGINT", "SIGHUP"):
-        return f"A rank was stopped by {name}{where}: it was cancelled or killed from outside the run."
-    return f"A rank was killed by {name or 'a signal'}{where}; read the rank's last output for the cause."
+        return f"A rank was stopped by {name}{place}: it was cancelled or killed from outside the run."
+    return f"A rank was killed by {name or 'a signal'}{place}; read the rank's last output for the cause."
 
 
-def _import_hint(f: _Failure) -> str:
+def _import_hint(f: Failure) -> str:
     missing = _NO_MODULE.search(f.message)
     name = _CANNOT_IMPORT.search(f.message)
     what = (
         f"module '{missing.group(1)}'"
         if missing
-        else (f"'{name.group(1)}' from '{name.group(2)}'" if name else _first_line(f.message))
+        else (f"'{name.group(1)}' from '{name.group(2)}'" if name else first_line(f.message))
     )
     if f.phase == "factory":
         return (
-            f"{f.type}{_where(f)}: {what} is not importable in a fresh "
+            f"{f.type}{where(f)}: {what} is not importable in a fresh "
             "process. Install the package into this interpreter's environment or add its directory to "
             "PYTHONPATH (every rank imports the factory's module anew)."
         )
     return (
-        f"{f.type}{_where(f)}: {what} cannot be imported. Install it into this interpreter's environment "
+        f"{f.type}{where(f)}: {what} cannot be imported. Install it into this interpreter's environment "
         "or fix PYTHONPATH."
     )
 
 
-def _shape_hint(f: _Failure) -> str | None:
+def _shape_hint(f: Failure) -> str | None:
     for pattern, form in _SHAPES:
         m = pattern.search(f.message)
         if not m:
@@ -354,7 +225,7 @@ def _shape_hint(f: _Failure) -> str | None:
         else:
             clash = "an index ran past the end of a tensor"
         return (
-            f"Shape mismatch{_where(f)}: {clash} ({_first_line(f.message)}). A rank holds only its owned + halo "
+            f"Shape mismatch{where(f)}: {clash} ({first_line(f.message)}). A rank holds only its owned + halo "
             "atoms, possibly of only some systems, so a wrapper that assumes a fixed atom count or takes the "
             "number of systems from `batch.batch.max() + 1` builds tensors of the wrong size; use "
             "`batch.positions.shape[0]` and `batch.num_systems` instead."
@@ -362,11 +233,11 @@ def _shape_hint(f: _Failure) -> str | None:
     return None
 
 
-def _fallback(f: _Failure) -> str:
-    where = _where(f)
-    head = f"{f.type}: {_first_line(f.message)}" if f.type else _first_line(f.message)
-    text = f"{head} ({where.strip()})." if where else f"{head}."
-    frame = _user_frame(f.frames)
+def _fallback(f: Failure) -> str:
+    place = where(f)
+    head = f"{f.type}: {first_line(f.message)}" if f.type else first_line(f.message)
+    text = f"{head} ({place.strip()})." if place else f"{head}."
+    frame = user_frame(f.frames)
     if frame is not None:
         text += (
             f" See the traceback; the innermost frame in your code is {frame.file}:{frame.line} in {frame.function}."
@@ -386,7 +257,7 @@ def translate(
     exception (a `DistributedError`/`RankTimeout` is read through its first failure). `memory_by_rank`
     (bytes per rank, e.g. the records' `peak_memory_bytes`) is quoted in GiB for memory failures.
     """
-    f = _normalise(failure)
+    f = normalise(failure)
     if f.type in PASS_THROUGH:
         return f.message
     if f.type == "RankStuck":
@@ -406,7 +277,7 @@ def translate(
         return _duplicate_gpu_hint(f)
     if "CUDA error: initialization error" in f.message:
         return (
-            f"CUDA could not start{_where(f)}: it was already initialised in the warm process pool the rank "
+            f"CUDA could not start{where(f)}: it was already initialised in the warm process pool the rank "
             "was forked from, usually by a module named in DISTCHECK_PRELOAD that touches the GPU on import. "
             "Remove that module from DISTCHECK_PRELOAD, or set DISTCHECK_START_METHOD=spawn."
         )

@@ -17,12 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from distcheck.report import (  # absolute: this module also loads as a plain file
-    HaloCompleteness,
-    PartitionHealth,
-    RankCounts,
-    SystemHealth,
-)
+from ..report import HaloCompleteness, PartitionHealth, RankCounts, SystemHealth
 
 if TYPE_CHECKING:
     from ..runtime.launch import RankRecord

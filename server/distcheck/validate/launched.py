@@ -7,6 +7,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..option_check import Tolerance
+from ..options import option_values
 from ..report import TraceReport
 from ..runtime.group import GroupSession
 from ..spec import MLIPSpec
@@ -23,8 +25,8 @@ def validate_launched(
     *,
     device: str | Sequence[str] = "auto",
     backend: str = "auto",
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: Tolerance = 1e-5,
+    rtol: Tolerance = 1e-4,
     auto_fix: bool = True,
     max_fix_attempts: int = 8,
     timeout_sec: float = 120.0,
@@ -48,33 +50,16 @@ def validate_launched(
     `allow_oversubscribe` is accepted for symmetry and has no effect: the launcher started the ranks.
     """
     check_options({"timeout_sec": timeout_sec, "deadline_sec": deadline_sec})  # before the group is joined
+    given = option_values(locals())
     session = GroupSession.join(device=device, backend=backend, timeout_sec=timeout_sec)
     try:
         if not session.is_leader:
             session.serve()
             return None
+        options = {**given, "world_size": session.world_size, "device": session.devices, "backend": session.backend}
         try:
             return run_validation(
-                ValidationRequest(
-                    model_factory,
-                    sample_batch,
-                    world_size=session.world_size,
-                    device=session.devices,
-                    atol=atol,
-                    rtol=rtol,
-                    auto_fix=auto_fix,
-                    max_fix_attempts=max_fix_attempts,
-                    backend=session.backend,
-                    timeout_sec=timeout_sec,
-                    deadline_sec=deadline_sec,
-                    allow_oversubscribe=allow_oversubscribe,
-                    watched_helper_packages=watched_helper_packages,
-                    helper_sample_every=helper_sample_every,
-                    layer_diagnostic=layer_diagnostic,
-                    spec=spec,
-                ),
-                progress=progress,
-                session=session,
+                ValidationRequest(model_factory, sample_batch, spec=spec, **options), progress=progress, session=session
             )
         finally:
             session.stop()

@@ -21,7 +21,7 @@ import torch
 from .. import __version__
 from ..batch import Batch, as_batch
 from ..option_check import OptionError, Tolerance, check_options, unknown_tolerance_keys, with_default
-from ..options import option
+from ..options import OPTIONS, option
 from ..rank_limits import check_world_size
 from ..report.parts import ReportMeta
 from ..runtime.factory import FactoryRef, resolve_factory
@@ -36,7 +36,9 @@ DEFAULT_WATCHED_HELPERS: tuple[str, ...] = tuple(option("watched_helper_packages
 
 @dataclass(frozen=True)
 class ValidationRequest:
-    """What a caller of an entry point asked for, as given (unchecked: `settle_run` checks it)."""
+    """What a caller of an entry point asked for, as given (unchecked: `settle_run` checks it): the
+    factory, the sample, the prior spec and a field for each validator option of `distcheck.options.OPTIONS`,
+    by its name (the entry points collect theirs with `options.option_values`)."""
 
     model_factory: Callable[..., Any] | str
     sample_batch: Any
@@ -83,30 +85,10 @@ def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunS
     t_start = time.perf_counter()
     r = request
     world_size, device, atol, rtol, backend, spec = r.world_size, r.device, r.atol, r.rtol, r.backend, r.spec
-    auto_fix, max_fix_attempts, timeout_sec, deadline_sec = (
-        r.auto_fix,
-        r.max_fix_attempts,
-        r.timeout_sec,
-        r.deadline_sec,
-    )
-    watched_helper_packages, helper_sample_every = r.watched_helper_packages, r.helper_sample_every
-    layer_diagnostic, allow_oversubscribe = r.layer_diagnostic, r.allow_oversubscribe
-    check_options(
-        {
-            "world_size": world_size,
-            "atol": atol,
-            "rtol": rtol,
-            "auto_fix": auto_fix,
-            "max_fix_attempts": max_fix_attempts,
-            "backend": backend,
-            "timeout_sec": timeout_sec,
-            "deadline_sec": deadline_sec,
-            "watched_helper_packages": _as_list(watched_helper_packages),
-            "helper_sample_every": helper_sample_every,
-            "layer_diagnostic": layer_diagnostic,
-            "allow_oversubscribe": allow_oversubscribe,
-        }
-    )
+    watched_helper_packages, allow_oversubscribe = r.watched_helper_packages, r.allow_oversubscribe
+    # Not the device: the library also takes a list of devices, which `resolve_devices` checks.
+    given = {o.name: getattr(r, o.name) for o in OPTIONS if o.name != "device"}
+    check_options({**given, "watched_helper_packages": _as_list(watched_helper_packages)})
     atol, rtol = with_default(atol, option("atol").default), with_default(rtol, option("rtol").default)
     ref: FactoryRef = resolve_factory(r.model_factory)
     batch: Batch = as_batch(r.sample_batch)
@@ -134,13 +116,13 @@ def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunS
         backend=resolved_backend,
         atol=atol,
         rtol=rtol,
-        auto_fix=auto_fix,
-        max_fix_attempts=max_fix_attempts,
-        timeout_sec=timeout_sec,
-        deadline_sec=deadline_sec,
+        auto_fix=r.auto_fix,
+        max_fix_attempts=r.max_fix_attempts,
+        timeout_sec=r.timeout_sec,
+        deadline_sec=r.deadline_sec,
         watched_helper_packages=watched,
-        helper_sample_every=helper_sample_every,
-        layer_diagnostic=layer_diagnostic,
+        helper_sample_every=r.helper_sample_every,
+        layer_diagnostic=r.layer_diagnostic,
         factory=ref.describe(),
         num_atoms=batch.num_atoms,
         num_systems=batch.num_systems,
@@ -160,7 +142,7 @@ def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunS
         rtol=rtol,
         requested=requested,
         watched=watched,
-        opts={"atol": atol, "rtol": rtol, "layer_diagnostic": layer_diagnostic},
+        opts={"atol": atol, "rtol": rtol, "layer_diagnostic": r.layer_diagnostic},
         meta=meta,
         t_start=t_start,
     )

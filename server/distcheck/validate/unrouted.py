@@ -15,12 +15,6 @@ from ..spec import MLIPSpec
 
 __all__ = ["custom_op_entries", "describe", "eager_remedy_applies", "unrouted_action"]
 
-_WHAT = {
-    "per_atom_to_per_system": "atoms → systems",
-    "per_edge_to_per_atom": "edges → atoms",
-    "per_edge_to_per_system": "edges → systems",
-    "per_atom_total": "total over atoms",
-}
 _SHOWN = 3
 
 
@@ -30,7 +24,7 @@ def _short(path: str | None) -> str:
 
 def describe(op: UnroutedOp) -> str:
     """`aten.index_add ×3 (atoms → systems) in _mol_sum at nbops.py:26, called from model.py:40`."""
-    text = f"{op.op} ×{op.count} ({_WHAT.get(op.aggregation, op.aggregation)})"
+    text = f"{op.op} ×{op.count} ({op.aggregation_words})"
     if op.function and op.function != op.op:
         text += f" in {op.function}"
     if op.file:
@@ -66,7 +60,7 @@ def custom_op_entries(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> tuple[l
         elif entries[u.op] is not None and entries[u.op] != entry:
             notes[u.op] = (
                 f"{u.op}: its calls at different lines need different transforms ({_short(u.file)}:{u.line} is "
-                f"{_WHAT.get(u.aggregation, u.aggregation)}), and custom_ops holds one entry per kernel: wrap each "
+                f"{u.aggregation_words}), and custom_ops holds one entry per kernel: wrap each "
                 "use in its own kernel, then validate again"
             )
             entries[u.op] = None

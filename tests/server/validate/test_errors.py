@@ -378,16 +378,21 @@ def test_phase_context() -> None:
 
 
 def test_modules_do_not_import_torch() -> None:
-    """errors.py and health.py load without torch (read as files, whatever the package __init__ imports)."""
+    """failure.py, errors.py and health.py, with everything they import, load without torch: imported
+    under a bare `distcheck.validate` package, so that the package's own __init__ (which imports torch)
+    does not run."""
+    validate_dir = ROOT / "server" / "distcheck" / "validate"
     code = textwrap.dedent(
         f"""
-        import importlib.util, sys
-        for name in ("errors", "health"):
-            path = {str(ROOT / "server" / "distcheck" / "validate")!r} + "/" + name + ".py"
-            spec = importlib.util.spec_from_file_location("probe_" + name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
+        import importlib, sys, types
+        sys.path.insert(0, {str(ROOT / "server")!r})
+        import distcheck  # its public names load lazily: no torch
+        package = types.ModuleType("distcheck.validate")
+        package.__path__ = [{str(validate_dir)!r}]
+        sys.modules[package.__name__] = package
+        for name in ("failure", "errors", "health"):
+            module = importlib.import_module("distcheck.validate." + name)
+            assert module.__file__ == {str(validate_dir)!r} + "/" + name + ".py", module.__file__
         print("torch" in sys.modules)
         """
     )
