@@ -6,8 +6,12 @@ green anywhere; `test_packages.py` says which of them imported here.
 The forkserver that distcheck forks every reference and rank process from preloads torch and
 distcheck. Importing `aimnet.models` costs about 7 s of CPU per process on a 2-core machine, paid
 again by every process of every attempt, so this conftest adds `examples.real.warm` (which imports
-the three packages, ignoring failures) to that list through DISTCHECK_PRELOAD. It runs at collection,
-before any test starts the forkserver; if one already exists, the tests are only slower.
+the three packages, ignoring failures) to that list: at collection, before any test starts the
+forkserver, it starts it with DISTCHECK_PRELOAD set, then sets the variable back. The rest of the
+session's environment is left as it was, so a CLI, daemon or runner that another test starts as a
+subprocess does not import the three packages in its own forkserver (about 14 s on two busy cores,
+which pushed fault tests past their deadlines). If a forkserver already exists, the tests are only
+slower.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import torch
 
 from distcheck import TraceReport, validate_on_cpu
-from distcheck.runtime.launch import _CONTEXTS
+from distcheck.runtime.launch import _CONTEXTS, preload_modules, process_context
 from distcheck.spec import MLIPSpec
 
 WARM_MODULE = "examples.real.warm"
@@ -34,10 +38,17 @@ def _add_warm_preload() -> bool:
     if torch.cuda.is_available():
         return False
     if "forkserver" in _CONTEXTS:
-        return WARM_MODULE in os.environ.get("DISTCHECK_PRELOAD", "")
-    current = [m for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m]
-    if WARM_MODULE not in current:
-        os.environ["DISTCHECK_PRELOAD"] = ",".join([*current, WARM_MODULE])
+        return WARM_MODULE in preload_modules()
+    before = os.environ.get("DISTCHECK_PRELOAD")
+    current = [m for m in (before or "").split(",") if m]
+    os.environ["DISTCHECK_PRELOAD"] = ",".join([*current, WARM_MODULE] if WARM_MODULE not in current else current)
+    try:
+        process_context("forkserver")  # reads the preload list now; its imports go on in the background
+    finally:
+        if before is None:
+            del os.environ["DISTCHECK_PRELOAD"]
+        else:
+            os.environ["DISTCHECK_PRELOAD"] = before
     return True
 
 
