@@ -31,6 +31,12 @@ SOURCE = Path(distcheck.__file__).resolve().parents[1]
 LEAK_WAIT_S = 30.0  # generous: CI runs these on 2 busy cores
 
 
+def _foreground_signals() -> None:
+    """In the child before exec: SIGINT and SIGQUIT handled by default, as in a terminal's foreground job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def model(name: str) -> str:
     """Factory reference of a fault model."""
     return f"{MODELS / name}.py:model_factory"
@@ -123,7 +129,9 @@ class Faults:
 
     def start(self, argv: Sequence[str], **extra: str) -> subprocess.Popen[str]:
         """Start `argv` in its own session (so the test can signal it like a terminal signals its
-        foreground job) with stdout and stderr in files of this test."""
+        foreground job), with SIGINT and SIGQUIT at their defaults as a shell gives its foreground job
+        (a pytest started in the background by a script inherits them ignored, and a child would
+        then ignore the test's Ctrl-C), and stdout and stderr in files of this test."""
         name = f"p{len(self.started)}"
         proc = subprocess.Popen(
             list(argv),
@@ -134,6 +142,7 @@ class Faults:
             stderr=open(self.work / f"{name}.err", "w"),
             text=True,
             start_new_session=True,
+            preexec_fn=_foreground_signals,
         )
         proc.name = name  # type: ignore[attr-defined]
         self.started.append(proc)
