@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus } from "./harness";
+import { Session } from "./harness";
 
 const VALIDATION_TIMEOUT = 300_000; // the first run starts the runner, which imports torch
 const MODEL = "typo_model.py";
@@ -44,13 +44,7 @@ describe("errors: a SyntaxError in the model file is shown at its own line", { t
     },
   });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e errors: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus, sleep } from "./harness";
+import { Session, sleep } from "./harness";
 
 const VALIDATION_TIMEOUT = 300_000; // the first run starts the runner, which imports torch
 const HELPER = "examples.thirdparty.nbops.mol_sum";
@@ -32,13 +32,7 @@ describe("fixes: Ctrl+. on a failing output in the spec JSON offers the adapter 
   const session = new Session({ name: "fixes", settings: { "distcheck.autoFix": false }, prepareWorkspace: writeSpec });
   const spec = (): string => path.join(session.workspace, "helper_model.distspec.json");
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e fixes: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

@@ -99,6 +99,16 @@ export class Session {
     fs.appendFileSync(path.join(this.artifacts, "steps.log"), `${text}\n`);
   }
 
+  /** `start()` for a test that needs the real daemon: fails first, naming why, when it is not usable. */
+  async startWithDaemon(): Promise<void> {
+    const daemon = daemonStatus();
+    this.log(`daemon: ${daemon.present ? "present" : "absent"}, ${daemon.importable ? "importable" : `not importable (${daemon.detail})`}`);
+    if (!daemon.present || !daemon.importable) {
+      throw new Error(`e2e ${this.options.name}: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
+    }
+    await this.start();
+  }
+
   async start(): Promise<void> {
     for (const [what, file] of [
       ["code-server (run tests/e2e/setup.sh)", CODE_SERVER],

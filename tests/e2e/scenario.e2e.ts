@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus, sleep } from "./harness";
+import { Session, sleep } from "./harness";
 
 const HELPER = "examples.thirdparty.nbops.mol_sum";
 const VALIDATION_TIMEOUT = 240_000; // the first run starts the runner, which imports torch
@@ -23,14 +23,7 @@ describe("scenario: validate, quick-fix, validate again", { timeout: 900_000 }, 
     prepareWorkspace: addSlowTarget,
   });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    session.log(`daemon: ${daemon.present ? "present" : "absent"}, ${daemon.importable ? "importable" : `not importable (${daemon.detail})`}`);
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e scenario: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

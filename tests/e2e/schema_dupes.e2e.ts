@@ -12,7 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { PYTHON, Session, daemonStatus, sleep } from "./harness";
+import { PYTHON, Session, sleep } from "./harness";
 
 const SPEC = "two_mistakes.distspec.json";
 // line 4: a string for a boolean; line 5: an unknown field; line 8 (the policy kind) is valid
@@ -57,13 +57,7 @@ describe("schema dupes: a spec's mistakes show once while the server runs", { ti
     prepareWorkspace: (ws) => fs.writeFileSync(path.join(ws, SPEC), TEXT),
   });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e schema_dupes: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { PYTHON, Session, daemonStatus, sleep } from "./harness";
+import { PYTHON, Session, sleep } from "./harness";
 
 const FROM_USER = `interpreter ${PYTHON} (from the distcheck.interpreter setting (User settings))`;
 
@@ -17,13 +17,7 @@ describe("settings: the interpreter survives a restart; the walkthrough", { time
   // the harness writes distcheck.interpreter = the repository's .venv python into User settings
   const session = new Session({ name: "settings" });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e settings: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

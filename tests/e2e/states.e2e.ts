@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus, sleep } from "./harness";
+import { Session, sleep } from "./harness";
 
 const VALIDATION_TIMEOUT = 300_000; // the first run starts the runner, which imports torch
 const FIX = "fix available — apply";
@@ -27,13 +27,7 @@ describe("states: passed after fix, stale, save before validate, cancelled", { t
   const model = (): string => path.join(session.workspace, "helper_model.py");
   let edits = 0;
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e states: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

@@ -10,20 +10,14 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus } from "./harness";
+import { Session } from "./harness";
 
 const VALIDATION_TIMEOUT = 300_000; // the first run starts the runner, which imports torch
 
 describe("testing view: targets as test items, run, failure messages", { timeout: 900_000 }, () => {
   const session = new Session({ name: "testing", settings: { "distcheck.autoFix": false } });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e testing: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();

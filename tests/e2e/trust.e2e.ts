@@ -7,19 +7,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { Session, daemonStatus, sleep } from "./harness";
+import { Session, sleep } from "./harness";
 import { addShadowFiles, markers } from "./shadow";
 
 describe("trust: a trusted workspace runs only what a validation asks for", { timeout: 600_000 }, () => {
   const session = new Session({ name: "trust", trustPrompt: true, prepareWorkspace: addShadowFiles });
 
-  before(async () => {
-    const daemon = daemonStatus();
-    if (!daemon.present || !daemon.importable) {
-      throw new Error(`e2e trust: the daemon (server/distcheck/lsp) is not usable: ${daemon.detail || "missing"}`);
-    }
-    await session.start();
-  });
+  before(() => session.startWithDaemon());
 
   after(async () => {
     await session.close();
