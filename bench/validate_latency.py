@@ -120,10 +120,25 @@ def single_forward(factory: Callable[[], Any], batch: Any, repeats: int) -> floa
 PHASES = ("until_entry", "factory", "forward", "receptive_field", "body", "until_result", "prepare_ranks", "load")
 
 
+def attempt_phases(report: Any) -> str:
+    """The first attempt's phases (launch, ranks, the wait for the receptive field, evaluation, and each
+    phase of its slowest rank), in s."""
+    timings = report.attempts[0].timings if report.attempts else {}
+    return "  ".join(f"{k} {float(v):.3f}" for k, v in timings.items())
+
+
 def phases(report: Any) -> str:
     """The reference run's phases of one report (`meta.timings["reference_*"]`), in s."""
     timings = report.meta.timings or {}
     return "  ".join(f"{k} {float(timings[f'reference_{k}']):.3f}" for k in PHASES if f"reference_{k}" in timings)
+
+
+def _phase_words(meta_timings: dict[str, Any], attempt: dict[str, Any]) -> str:
+    """A fresh run's reference phases and its first attempt's, in s."""
+    ref = "  ".join(
+        f"{k} {float(meta_timings[f'reference_{k}']):.3f}" for k in PHASES if f"reference_{k}" in meta_timings
+    )
+    return f"reference: {ref} | attempt 0: " + "  ".join(f"{k} {float(v):.3f}" for k, v in attempt.items())
 
 
 def fmt(t: tuple[float, float, float] | None) -> str:
@@ -144,7 +159,8 @@ b = sample("1k")
 r = (validate_on_cpu(mpnn.model_factory, b, world_size=2) if {device!r} == "cpu" else
      trace_and_validate(mpnn.model_factory, b, world_size=2, device={device!r}))
 print(json.dumps({{"wall": time.perf_counter() - t1, "reference": r.meta.timings["reference"],
-                  "total": r.meta.timings["total"], "ok": r.ok}}))
+                  "total": r.meta.timings["total"], "ok": r.ok, "timings": r.meta.timings,
+                  "attempt": r.attempts[0].timings if r.attempts else {{}}}}))
 """
 
 CLI_PRESTART = """
@@ -174,6 +190,7 @@ def fresh_process(spares_on: bool) -> tuple[float, float, float] | None:
         print(f"  fresh process failed: {out.stderr.strip().splitlines()[-1:]}")
         return None
     data = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"    fresh ({'spares' if spares_on else 'today'}): {_phase_words(data['timings'], data['attempt'])}")
     return data["wall"], data["reference"], data["total"] - data["reference"]
 
 
@@ -192,7 +209,10 @@ def fresh_cli(spares_on: bool) -> tuple[float, float, float] | None:
         if out.returncode not in (0, 1):
             print(f"  CLI exited {out.returncode}: {out.stderr.strip().splitlines()[-1:]}")
             return None
-        meta = json.loads(Path(report).read_text())["meta"]
+        doc = json.loads(Path(report).read_text())
+        meta = doc["meta"]
+        attempt = doc["attempts"][0].get("timings", {}) if doc.get("attempts") else {}
+        print(f"    CLI ({'spares' if spares_on else 'today'}): {_phase_words(meta['timings'], attempt)}")
         return wall, float(meta["timings"]["reference"]), wall - float(meta["timings"]["reference"])
 
 
@@ -245,6 +265,59 @@ async def daemon_first_diagnostic(spares_on: bool) -> tuple[float, float]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def next_attempt_built_ahead(on: bool) -> Iterator[None]:
+    """Spares with (as shipped) or without the next attempt's ranks built while an attempt runs."""
+    from distcheck.runtime import spares_prepared
+
+    shipped = spares_prepared.ValidationSpares.prepare_next
+    if not on:
+        spares_prepared.ValidationSpares.prepare_next = lambda self, spec: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        spares_prepared.ValidationSpares.prepare_next = shipped  # type: ignore[method-assign]
+
+
+def autofix_rows(repeats: int) -> None:
+    """Two-attempt auto-fix cases: today's path, spares whose later attempt claims fresh spares, and
+    spares as shipped (the later attempt's ranks built while the first attempt ran, when its fix keeps
+    the TorchScript mode; the helper model's fix runs TorchScript eagerly, so its ranks are rebuilt)."""
+    from examples import helper_model, unaware_model
+
+    cases = [
+        (
+            "examples.helper_model, SPEC lacks the adapter (fix: TorchScript eager + adapter)",
+            helper_model.model_factory,
+            helper_model.sample_batch(),
+            {},
+        ),
+        (
+            "examples.unaware_model under WRONG_SPEC (fix: local halo)",
+            unaware_model.model_factory,
+            unaware_model.sample_batch(),
+            {"spec": unaware_model.WRONG_SPEC},
+        ),
+    ]
+    for title, factory, batch, extra in cases:
+        print(f"\ntwo-attempt auto-fix, W=2: {title}")
+        for label, on, ahead in (
+            ("today", False, False),
+            ("spares, fresh", True, False),
+            ("spares, ahead", True, True),
+        ):
+            with mode(on, 2), next_attempt_built_ahead(ahead):
+                wall, ref, ranks, report = timed(factory, batch, 2, repeats, max_fix_attempts=2, **extra)
+            last = report.attempts[-1]
+            t = last.timings
+            print(
+                f"  {label:<13}: {fmt((wall, ref, ranks))}, {len(report.attempts)} attempts (last passed: "
+                f"{last.passed}); attempt {last.index + 1}: wall {t.get('attempt', float('nan')):.3f} s",
+                flush=True,
+            )
+            print("    " + "  ".join(f"{k} {float(v):.3f}" for k, v in t.items()), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (every rank on that device)")
@@ -259,7 +332,7 @@ def main() -> None:
     import torch
     from gpu_validate import sample
 
-    from examples import helper_model, mpnn
+    from examples import mpnn
 
     print(f"distcheck validation latency, {DEVICE}, gloo, torch {torch.__version__}, {os.cpu_count()} CPUs")
     print(f"load average at start: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -292,6 +365,7 @@ def main() -> None:
         print(f"{name:<34} {fmt(results[0])} {fmt(results[1])} {fwd:11.3f} s", flush=True)
         for label, report in zip(("today", "spares"), reports):
             print(f"    reference, {label:<6}: {phases(report)}", flush=True)
+            print(f"    attempt 0, {label:<6}: {attempt_phases(report)}", flush=True)
     if "fresh" not in skip:
         print(
             f"{'first validation, fresh process':<34} {fmt(fresh_process(False))} {fmt(fresh_process(True))}",
@@ -300,26 +374,7 @@ def main() -> None:
     if "cli" not in skip:
         print(f"{'CLI examples/mpnn.py, fresh shell':<34} {fmt(fresh_cli(False))} {fmt(fresh_cli(True))}", flush=True)
     if "autofix" not in skip:
-        print("\ntwo-attempt auto-fix (examples.helper_model, its SPEC lacks the adapter; W=2):")
-        for on in (False, True):
-            with mode(on, 2):
-                wall, ref, ranks, report = timed(
-                    helper_model.model_factory, helper_model.sample_batch(), 2, args.repeats, max_fix_attempts=2
-                )
-            a1 = report.attempts[-1]
-            t = a1.timings
-            print(
-                f"  {'spares' if on else 'today ':<6}: {fmt((wall, ref, ranks))}, {len(report.attempts)} attempts "
-                f"(last passed: {a1.passed}); attempt {a1.index}: wall {t.get('attempt', float('nan')):.3f} s = start "
-                f"{t.get('start', float('nan')):.3f} s + ranks {t.get('ranks', float('nan')):.3f} s (import, build, "
-                "rendezvous, forward)",
-                flush=True,
-            )
-        print(
-            "  (a later attempt runs in fresh spares: torch, CUDA context and packages warm, the user's module "
-            "imported fresh, so every rank stays pristine; reusing the previous attempt's ranks would save at most "
-            "the module import and rendezvous above, and would carry module state over)"
-        )
+        autofix_rows(args.repeats)
     if "daemon" not in skip:
         print("\neditor daemon, `distcheck.validate mpnn` → first diagnostic (cold runner / warm runner):")
         for on in (False, True):

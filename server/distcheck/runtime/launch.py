@@ -94,10 +94,22 @@ class DistributedRun:
     num_systems: int
     instrumentation: list[Any] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    built_ahead: bool = False
+    """Whether the ranks were spares that built their wrappers before the run (`prepared`)."""
 
     def reconsolidate(self, spec: MLIPSpec) -> Consolidated:
         """Consolidate the same rank outputs under another spec (no new run: pure post-processing)."""
         return consolidate(self.rank_outputs, self.rows, spec, self.num_atoms, self.num_systems)
+
+    @property
+    def rank_phases(self) -> dict[str, float]:
+        """Each phase a rank timed (`rendezvous`, `factory`, `wait_peers`, `forward`, `collectives`), its
+        slowest rank's seconds, as `rank_<phase>`."""
+        slowest: dict[str, float] = {}
+        for rec in self.records:
+            for k, v in rec.timings.items():
+                slowest[f"rank_{k}"] = max(slowest.get(f"rank_{k}", 0.0), float(v))
+        return slowest
 
     @property
     def handler_counts(self) -> dict[str, int]:
@@ -217,6 +229,7 @@ def run_distributed(
     start_method: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     prepared: PreparedRanks | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> DistributedRun:
     """Run `model_factory()` on `world_size` real ranks under `spec` and consolidate the outputs.
 
@@ -235,6 +248,8 @@ def run_distributed(
     Ranks are spares (`spares`: forked ahead, warm) where the pool has them; `prepared` (from
     `spares_prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
     were built for this factory, TorchScript mode, world size and devices, else discarded.
+    `on_started()` is called once every rank has been started, before the wait (a caller builds the
+    next run's ranks ahead there, once this run has taken its spares).
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
     result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
@@ -296,6 +311,8 @@ def run_distributed(
             if on_event:
                 on_event("rank_started", {"rank": r, "pid": p.pid})
         t_started = time.perf_counter()
+        if on_started is not None:
+            on_started()
         supervise(
             procs,
             workdir,
@@ -313,7 +330,7 @@ def run_distributed(
     finally:
         stop_all([*procs, *(prepared.spares[len(procs) :] if prepared is not None else [])])
         run_dir.remove()
-    return assemble_run(
+    run = assemble_run(
         results,
         the_spec,
         the_batch,
@@ -325,6 +342,8 @@ def run_distributed(
             "total": time.perf_counter() - t_start,
         },
     )
+    run.built_ahead = prepared is not None
+    return run
 
 
 def assemble_run(

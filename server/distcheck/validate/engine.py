@@ -202,6 +202,11 @@ def _from_reference(
         "layer_diagnostic": layer_diagnostic,
     }
 
+    def _build_next(spec: MLIPSpec) -> None:
+        """While this attempt's ranks run: the next attempt's, when one can come after it."""
+        if ahead is not None and len(attempts) + 1 < total_attempts:
+            ahead.prepare_next(spec.to_dict())
+
     def launch(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError:
         """One run of the ranks under `spec`, or what stopped it."""
         try:
@@ -224,7 +229,8 @@ def _from_reference(
                 instrumentation=RANK_INSTRUMENTATION,
                 instrumentation_options=instrumentation_options,
                 on_event=lambda name, info: _emit(progress, name, **info),
-                prepared=ahead.take() if ahead is not None else None,  # built during the reference
+                prepared=ahead.take() if ahead is not None else None,  # built during the run before
+                on_started=lambda: _build_next(spec),
             )
         except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs
             return err
@@ -251,8 +257,11 @@ def _from_reference(
         t1 = time.perf_counter()
         if needs_run or run is None:
             outcome = launch(current)
+            field_wait = 0.0
             if index == 0:  # ran while the reference measured its receptive field: is the spec still the first?
+                t_field = time.perf_counter()
                 reference["receptive_field"] = reference_run.field.collect()
+                field_wait = time.perf_counter() - t_field
                 measured, notes, rationale, receptive = _initial_spec(
                     reference, batch.num_atoms, batch.num_systems, prior
                 )
@@ -276,18 +285,27 @@ def _from_reference(
                 run = None
                 break
             run = outcome
-            timings = dict(run.timings)
+            timings = {**run.timings, **run.rank_phases}
+            if run.built_ahead:  # the ranks' factory ran before this attempt: not part of its wall time
+                timings["factory_ahead"] = timings.pop("rank_factory", 0.0)
+            if index == 0:
+                timings["field_wait"] = field_wait
             reused = False
         else:
             timings = {}
             reused = True
         timings["attempt"] = time.perf_counter() - t1
+        t_evaluate = time.perf_counter()
         attempt, raw, helpers = evaluate_run(
             index, current, rationale, rule, run, reference, opts, reused, timings, meta
         )
+        control_before = floor.seconds
         floor.judge(attempt, raw)  # within tolerance but far above round-off: suspicious, not passed
         attempt.system_health = system_health(run.records)
         attempt.atom_errors = attempt_atom_errors(attempt, run, reused, reference, batch)
+        timings["evaluate"] = time.perf_counter() - t_evaluate
+        if floor.seconds != control_before:
+            timings["control"] = floor.seconds
         attempts.append(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if attempt.passed or not auto_fix or (attempt.error is not None and attempt.error.phase == OUTPUT_PHASE):
