@@ -1,16 +1,18 @@
 """Validation latency, today's path (every process forked from the warm pool when it is needed) against
-spares (processes forked ahead, warm, the first attempt's ranks built while the reference runs), side
-by side in one run. Prints figures; asserts nothing.
+spares (processes forked ahead, warm, the first attempt's ranks built while the reference runs, later
+runs on the first attempt's ranks kept resident), side by side in one run. Prints figures; asserts nothing.
 
     .venv/bin/python bench/validate_latency.py [--device cpu|cuda:0] [--repeats 3] [--sizes 1k,10k,100k]
 
 Rows (issue 15's table): the MPNN example at 1k atoms W=2 and W=4, 10k and 100k atoms W=2, MACE
 (`examples/real`, 384 atoms, only when `mace` imports), the first validation in a fresh process, the CLI
-from a fresh shell, plus a two-attempt auto-fix case and the editor daemon's time to first diagnostic.
+from a fresh shell, plus two two-attempt auto-fix cases (the later attempt in new spares and on the
+kept ranks) and the editor daemon's time to first diagnostic.
 Warm rows: min of `--repeats` after one warm-up; "spares" keeps them warm between validations as the
 editor's runner does (`spares.keep_warm`) and waits (bounded) until they are warm before each run.
-Fresh-process rows run once each: "today" with DISTCHECK_SPARES=0, "spares" as shipped (the CLI row's
-spares variant makes the one call the CLI is to make first, `spares.prestart`, before `cli.main`).
+Fresh-process rows run once each: "today" with DISTCHECK_SPARES=0 DISTCHECK_RESIDENT_RANKS=0, "spares"
+as shipped (the CLI row's spares variant makes the one call the CLI is to make first, `spares.prestart`,
+before `cli.main`).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def mode(spares_on: bool, world_size: int = 2) -> Iterator[None]:
     from distcheck.runtime import spares
 
     pool = spares.pool()
-    if not spares_on:
+    if not spares_on:  # today's path: no spares, every run in new processes
         os.environ["DISTCHECK_SPARES"] = "0"
+        os.environ["DISTCHECK_RESIDENT_RANKS"] = "0"
     else:
         os.environ.pop("DISTCHECK_SPARES", None)
         spares.keep_warm(DEVICE, world_size)
@@ -52,6 +55,7 @@ def mode(spares_on: bool, world_size: int = 2) -> Iterator[None]:
         yield
     finally:
         os.environ.pop("DISTCHECK_SPARES", None)
+        os.environ.pop("DISTCHECK_RESIDENT_RANKS", None)
         pool.keep_s = None
         pool.trim()
 
@@ -178,8 +182,10 @@ def _env(spares_on: bool) -> dict[str, str]:
         [str(ROOT / "server"), str(ROOT), str(ROOT / "bench"), env.get("PYTHONPATH", "")]
     )
     env.pop("DISTCHECK_SPARES", None)
+    env.pop("DISTCHECK_RESIDENT_RANKS", None)
     if not spares_on:
         env["DISTCHECK_SPARES"] = "0"
+        env["DISTCHECK_RESIDENT_RANKS"] = "0"
     return env
 
 
@@ -266,23 +272,23 @@ async def daemon_first_diagnostic(spares_on: bool) -> tuple[float, float]:
 
 
 @contextmanager
-def next_attempt_built_ahead(on: bool) -> Iterator[None]:
-    """Spares with (as shipped) or without the next attempt's ranks built while an attempt runs."""
-    from distcheck.runtime import spares_prepared
-
-    shipped = spares_prepared.ValidationSpares.prepare_next
+def resident_ranks(on: bool) -> Iterator[None]:
+    """Later runs of a validation on its first attempt's ranks (as shipped) or in new ones."""
+    saved = os.environ.pop("DISTCHECK_RESIDENT_RANKS", None)
     if not on:
-        spares_prepared.ValidationSpares.prepare_next = lambda self, spec: None  # type: ignore[method-assign]
+        os.environ["DISTCHECK_RESIDENT_RANKS"] = "0"
     try:
         yield
     finally:
-        spares_prepared.ValidationSpares.prepare_next = shipped  # type: ignore[method-assign]
+        os.environ.pop("DISTCHECK_RESIDENT_RANKS", None)
+        if saved is not None:
+            os.environ["DISTCHECK_RESIDENT_RANKS"] = saved
 
 
 def autofix_rows(repeats: int) -> None:
-    """Two-attempt auto-fix cases: today's path, spares whose later attempt claims fresh spares, and
-    spares as shipped (the later attempt's ranks built while the first attempt ran, when its fix keeps
-    the TorchScript mode; the helper model's fix runs TorchScript eagerly, so its ranks are rebuilt)."""
+    """Two-attempt auto-fix cases: today's path (every run in new processes forked when needed), spares
+    whose later attempt claims new spares, and spares as shipped (the later attempt, and the control
+    run, on the first attempt's ranks kept resident: the user's module imported afresh, a new wrapper)."""
     from examples import helper_model, unaware_model
 
     cases = [
@@ -301,12 +307,12 @@ def autofix_rows(repeats: int) -> None:
     ]
     for title, factory, batch, extra in cases:
         print(f"\ntwo-attempt auto-fix, W=2: {title}")
-        for label, on, ahead in (
+        for label, on, kept in (
             ("today", False, False),
-            ("spares, fresh", True, False),
-            ("spares, ahead", True, True),
+            ("spares, new", True, False),
+            ("spares, kept", True, True),
         ):
-            with mode(on, 2), next_attempt_built_ahead(ahead):
+            with mode(on, 2), resident_ranks(kept):
                 wall, ref, ranks, report = timed(factory, batch, 2, repeats, max_fix_attempts=2, **extra)
             last = report.attempts[-1]
             t = last.timings

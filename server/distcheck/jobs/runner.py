@@ -113,8 +113,8 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
 
     `params["target"]` is a `Target.to_wire()` (its options merged and checked by the daemon, checked
     again here), `params["spec"]` the prior spec (the editor's buffer) or None."""
+    from ..runtime.isolation import isolated_global_state
     from ..spec import MLIPSpec
-    from ..validate.isolation import isolated_global_state
     from .devices import NO_GPU_NOTICE as FELL_BACK
     from .paths import pop_python_path, purge_user_modules, push_python_path
     from .run import run_job

@@ -10,14 +10,10 @@ network interface; `supervise` watches them and names the culprit when one fails
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -26,12 +22,14 @@ from ..batch import Batch, as_batch
 from ..option_check import check_options
 from ..report import UnroutedOp
 from ..spec import MLIPSpec
-from . import beacon, lifeline, run_dirs, spares, spares_child
+from . import lifeline, run_dirs, spares
 from .consolidate import Consolidated, RankRows, consolidate
 from .errors import SetupError
 from .factory import FactoryRef, resolve_factory
-from .rank import NCCL_SAFE_ENV, configure_rank_process, error_record, forward_rank, prepare_rank
+from .rank import NCCL_SAFE_ENV
 from .rank_devices import resolve_backend, resolve_devices
+from .rank_main import _rank_entry, end_child_process, start_child_process, write_error
+from .resident import ResidentRanks, result_name
 from .spares_prepared import PreparedRanks
 from .spares_start import _CONTEXTS, BASE_PRELOAD, main_hidden, preload_modules, process_context
 from .supervise import read_failure, stop_all, supervise
@@ -42,12 +40,15 @@ __all__ = [
     "_CONTEXTS",
     "DistributedRun",
     "RankRecord",
+    "ResidentRanks",
     "assemble_run",
+    "end_child_process",
     "main_hidden",
     "preload_modules",
     "process_context",
     "read_failure",
     "run_distributed",
+    "start_child_process",
     "stop_all",
     "write_error",
 ]
@@ -121,97 +122,6 @@ class DistributedRun:
         return total
 
 
-# -- inside a rank ---------------------------------------------------------------------------------
-def write_error(workdir: str, rank: int, record: dict[str, Any]) -> None:
-    """Publish a rank's error record atomically: the parent may read it while the rank is still dying."""
-    path = os.path.join(workdir, f"rank{rank}.error.json")
-    with open(path + ".tmp", "w") as fh:
-        json.dump(record, fh)
-    os.replace(path + ".tmp", path)
-
-
-def start_child_process(workdir: str, name: str, owner: int | None) -> None:
-    """First steps of a rank or reference process: die with its parent (`lifeline.arm_child`), lead
-    its own process group, send stdout/stderr to `<name>.log` and start its beacon (phase, stack)."""
-    lifeline.arm_child(owner)
-    with contextlib.suppress(OSError):
-        os.setpgrp()
-    log_fd = os.open(os.path.join(workdir, f"{name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    beacon.install(workdir, name)
-    beacon.set_phase("starting")
-
-
-def end_child_process(code: int) -> None:
-    """Last step of a rank or reference process: kill whatever the model started and left running
-    (in any process group or session: this process adopted their orphans), then exit with `code`."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        lifeline.kill_tree()
-    finally:
-        os._exit(code)  # never hang in interpreter teardown or a half-dead process group
-
-
-def _rank_entry(rank: int, job: dict[str, Any]) -> None:
-    """Body of a rank process (module level so forkserver/spawn can start it)."""
-    workdir: str = job["workdir"]
-    code = 1
-    try:
-        if not spares_child.started_in(workdir):  # a spare that built its wrapper ahead already did
-            start_child_process(workdir, f"rank{rank}", job.get("owner"))
-        result = _run_rank(rank, job)
-        tmp = os.path.join(workdir, f"rank{rank}.pt.tmp")
-        torch.save(result, tmp)
-        os.replace(tmp, os.path.join(workdir, f"rank{rank}.pt"))
-        beacon.set_phase("done")
-        code = 0
-    except BaseException as exc:  # report everything, including SystemExit from user code
-        with contextlib.suppress(BaseException):
-            write_error(workdir, rank, error_record(exc, job["devices"][rank]))
-    finally:
-        end_child_process(code)
-
-
-def _run_rank(rank: int, job: dict[str, Any]) -> dict[str, Any]:
-    import torch.distributed as dist
-
-    workdir, world_size = job["workdir"], job["world_size"]
-    device = torch.device(job["devices"][rank])
-    configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
-    t0 = time.perf_counter()
-    beacon.set_phase("rendezvous")
-    dist.init_process_group(
-        job["backend"],
-        init_method="file://" + os.path.join(workdir, "rendezvous"),
-        rank=rank,
-        world_size=world_size,
-        timeout=timedelta(seconds=max(1.0, float(job["timeout"]))),
-        device_id=device if job["backend"] == "nccl" else None,
-    )
-    rendezvous = time.perf_counter() - t0
-
-    ahead = spares_child.prebuilt_for(
-        job["factory"].describe(), MLIPSpec.from_dict(job["spec"]).distribution.torchscript, workdir
-    )
-    prepared = prepare_rank(
-        rank, world_size, job if ahead is None else {**job, "factory": ahead}, device, beacon.set_phase
-    )
-    prepared.timings["rendezvous"] = rendezvous
-    if ahead is not None:  # built while the reference ran: its own time, outside this run's wall time
-        prepared.timings["factory"] = ahead.seconds
-    result = forward_rank(prepared, beacon.set_phase)
-    try:
-        with beacon.collective("barrier"):
-            dist.barrier()
-        dist.destroy_process_group()
-    except Exception:
-        pass
-    return result
-
-
 # -- the parent ------------------------------------------------------------------------------------
 def run_distributed(
     model_factory: Callable[..., Any] | str | FactoryRef,
@@ -229,7 +139,7 @@ def run_distributed(
     start_method: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     prepared: PreparedRanks | None = None,
-    on_started: Callable[[], None] | None = None,
+    resident: ResidentRanks | None = None,
 ) -> DistributedRun:
     """Run `model_factory()` on `world_size` real ranks under `spec` and consolidate the outputs.
 
@@ -248,11 +158,13 @@ def run_distributed(
     Ranks are spares (`spares`: forked ahead, warm) where the pool has them; `prepared` (from
     `spares_prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
     were built for this factory, TorchScript mode, world size and devices, else discarded.
-    `on_started()` is called once every rank has been started, before the wait (a caller builds the
-    next run's ranks ahead there, once this run has taken its spares).
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
     result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
+    With `resident` (the caller's `ResidentRanks`, released by the caller when it ends) the ranks of a
+    run that ends well stay alive for the caller's next run, and a run of the same factory, world size,
+    devices and backend is served by them (`resident.py`: no new process, no rendezvous; the user's
+    modules imported afresh, the global state put back); a failed run stops them.
     """
     if os.environ.get("DISTCHECK_RANK") is not None:
         raise SetupError(
@@ -267,17 +179,15 @@ def run_distributed(
     resolved_backend = resolve_backend(backend, devices)
     with lifeline.helpers_ignore_sigint():
         ctx = process_context(start_method)
-    if prepared is not None and not prepared.matches(
-        ref.describe(), the_spec.distribution.torchscript, world_size, devices
+    kept = resident is not None and resident.serves(ref.describe(), world_size, devices, resolved_backend, env or {})
+    if prepared is not None and (
+        kept or not prepared.matches(ref.describe(), the_spec.distribution.torchscript, world_size, devices)
     ):
         prepared.discard()
         prepared = None
-    if prepared is not None:
-        prepared.take()
-    run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
-    workdir = run_dir.path
+    if resident is not None and not kept:
+        resident.release()
     job = {
-        "workdir": workdir,
         "owner": os.getpid(),
         "world_size": world_size,
         "devices": devices,
@@ -290,13 +200,32 @@ def run_distributed(
         "instrumentation": instrumentation,
         "instrumentation_options": dict(instrumentation_options or {}),
         "env": dict(env or {}),
+        "resident": resident is not None,
     }
-    procs: list[Any] = []
     t_start = time.perf_counter()
 
     def finished(r: int, exitcode: int | None) -> None:
         if on_event:
             on_event("rank_finished", {"rank": r, "exitcode": exitcode})
+
+    if kept:
+        assert resident is not None
+        results = _run_resident(resident, job, timeout_sec, on_event, finished)
+        return assemble_run(
+            results,
+            the_spec,
+            the_batch,
+            backend=resolved_backend,
+            devices=devices,
+            timings={"start": 0.0, "ranks": time.perf_counter() - t_start, "total": time.perf_counter() - t_start},
+        )
+    if prepared is not None:
+        prepared.take()
+    run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
+    workdir = run_dir.path
+    job["workdir"] = workdir
+    procs: list[Any] = []
+    keep = False
 
     try:
         for r in range(world_size):
@@ -311,25 +240,28 @@ def run_distributed(
             if on_event:
                 on_event("rank_started", {"rank": r, "pid": p.pid})
         t_started = time.perf_counter()
-        if on_started is not None:
-            on_started()
         supervise(
             procs,
             workdir,
             timeout_sec=timeout_sec,
             t_start=t_start,
-            has_result=lambda r: os.path.exists(os.path.join(workdir, f"rank{r}.pt")),
+            has_result=lambda r: os.path.exists(os.path.join(workdir, result_name(r))),
             on_finished=finished,
+            resident=resident is not None,
         )
         t_done = time.perf_counter()
-        results = [torch.load(os.path.join(workdir, f"rank{r}.pt"), weights_only=True) for r in range(world_size)]
+        results = [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(world_size)]
+        if resident is not None:  # the ranks wait for the caller's next run
+            resident.keep(procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {})
+            keep = True
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool
             lifeline.stop_forkserver()
         raise
     finally:
-        stop_all([*procs, *(prepared.spares[len(procs) :] if prepared is not None else [])])
-        run_dir.remove()
+        if not keep:
+            stop_all([*procs, *(prepared.spares[len(procs) :] if prepared is not None else [])])
+            run_dir.remove()
     run = assemble_run(
         results,
         the_spec,
@@ -344,6 +276,39 @@ def run_distributed(
     )
     run.built_ahead = prepared is not None
     return run
+
+
+def _run_resident(
+    resident: ResidentRanks,
+    job: dict[str, Any],
+    timeout_sec: float,
+    on_event: Callable[[str, dict[str, Any]], None] | None,
+    finished: Callable[[int, int | None], None],
+) -> list[dict[str, Any]]:
+    """One run served by the resident ranks: the job sent, their results read; a failure (or an
+    interruption) stops them, as `run_distributed` stops the ranks it started."""
+    t_start = time.perf_counter()
+    try:
+        workdir = resident.send(job)
+        procs = resident.procs
+        if on_event:
+            for r, p in enumerate(procs):
+                on_event("rank_started", {"rank": r, "pid": p.pid})
+        supervise(
+            procs,
+            workdir,
+            timeout_sec=timeout_sec,
+            t_start=t_start,
+            has_result=lambda r: os.path.exists(os.path.join(workdir, result_name(r))),
+            on_finished=finished,
+            resident=True,
+        )
+        return [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(len(procs))]
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            lifeline.stop_forkserver()
+        resident.release()
+        raise
 
 
 def assemble_run(

@@ -35,7 +35,7 @@ from . import beacon, lifeline
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Prebuilt", "prebuilt_for", "spare_main", "started_in"]
+__all__ = ["Prebuilt", "forget_prebuilt", "prebuilt_for", "spare_main", "started_in"]
 
 
 @dataclass
@@ -78,6 +78,12 @@ def prebuilt_for(factory: str, torchscript: str, workdir: str) -> Prebuilt | Non
     if p is None or (p.factory, p.torchscript, p.workdir) != (factory, torchscript, workdir):
         return None
     return p
+
+
+def forget_prebuilt() -> None:
+    """The run took the wrapper built ahead: a later run in this process (a resident rank's) builds its own."""
+    global _prebuilt
+    _prebuilt = None
 
 
 def spare_main(conn: Connection, plan: dict[str, Any]) -> None:
@@ -252,8 +258,8 @@ def _build(order: dict[str, Any]) -> None:
     import torch
 
     from ..spec import MLIPSpec
-    from .launch import start_child_process
     from .rank import configure_rank_process
+    from .rank_main import start_child_process
     from .torchscript import apply_torchscript_mode
 
     _adopt(order)

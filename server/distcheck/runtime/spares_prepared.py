@@ -104,8 +104,7 @@ def prepare_ranks(
 class ValidationSpares:
     """What one validation asks of the pool: spares for its reference and ranks (and the ranks of
     later attempts) wanted from its start, its first attempt's ranks built while the reference runs,
-    each later attempt's while the attempt before it runs, and whatever was not used dropped at its
-    end (or kept warm, see `SparePool.settle`)."""
+    and whatever was not used dropped at its end (or kept warm, see `SparePool.settle`)."""
 
     def __init__(
         self,
@@ -143,16 +142,8 @@ class ValidationSpares:
             rank_counts(self.devices, reference=False) if self.later_attempts else dict.fromkeys(self.devices, 0)
         )
 
-    def prepare_next(self, spec: dict[str, Any]) -> None:
-        """Once an attempt's ranks have started (their spares taken): the next attempt's ranks build
-        their wrappers under `spec` (this attempt's: its TorchScript mode) while this one runs, when a
-        later attempt can come and there are cores to build beside the running ranks. The next run uses
-        them only if its spec keeps that mode; unused, they are discarded with the validation."""
-        if self.prepared is None and self.later_attempts and roomy(self.world_size):
-            self.prepared = prepare_ranks(self.factory, spec, self.world_size, self.devices)
-
     def take(self) -> PreparedRanks | None:
-        """The ranks built ahead for the coming attempt (once)."""
+        """The prepared ranks for the first attempt (once)."""
         prepared, self.prepared = self.prepared, None
         return prepared
 

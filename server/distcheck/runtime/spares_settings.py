@@ -4,7 +4,8 @@ DISTCHECK_SPARES=0 turns spares off (every process forked as before); a start me
 forkserver (DISTCHECK_START_METHOD) does too. DISTCHECK_SPARES_MAX (spares held at most, 8),
 DISTCHECK_SPARES_MAX_GPU_MB (their GPU memory, unbounded by default), DISTCHECK_SPARES_IDLE_S (how long
 an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm between validations for
-that long, as `spares.keep_warm` does) are read when the pool is made. No torch.
+that long, as `spares.keep_warm` does) are read when the pool is made. DISTCHECK_RESIDENT_RANKS=0 starts
+every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`). No torch.
 """
 
 from __future__ import annotations
@@ -12,15 +13,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["MIB", "PoolBounds", "enabled", "pool_bounds"]
+__all__ = ["MIB", "PoolBounds", "enabled", "pool_bounds", "resident_enabled"]
 
 MIB = 1024 * 1024
+
+
+def _off(name: str) -> bool:
+    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def resident_enabled() -> bool:
+    """Whether a validation keeps its ranks alive between its runs (not turned off by
+    DISTCHECK_RESIDENT_RANKS=0)."""
+    return not _off("DISTCHECK_RESIDENT_RANKS")
 
 
 def enabled() -> bool:
     """Whether runs use spares: not turned off by DISTCHECK_SPARES=0, and ranks start from a forkserver
     (the only pool a spare can be forked from without inheriting an initialised CUDA)."""
-    if os.environ.get("DISTCHECK_SPARES", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _off("DISTCHECK_SPARES"):
         return False
     method = os.environ.get("DISTCHECK_START_METHOD")
     import multiprocessing as mp

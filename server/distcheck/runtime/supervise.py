@@ -29,6 +29,9 @@ from .frames import innermost_user_frame
 
 __all__ = ["read_failure", "stop_all", "supervise"]
 
+RESIDENT_POLL_S = 0.002
+"""How often the wait looks for the results of processes that stay alive after their run."""
+
 SETTLE_S = 1.0
 """How long the other processes may take to fail on their own once one has failed."""
 
@@ -261,12 +264,14 @@ def supervise(
     who: Who = _rank_name,
     rank_of: Callable[[int], int] = lambda i: i,
     label: str = "the run",
+    resident: bool = False,
 ) -> None:
     """Wait until every process in `procs` has exited 0 with its result (`has_result(i)`); raise
     `DistributedError` when one fails (the culprit first) or `RankTimeout` once `timeout_sec` has
     passed since `t_start` (stacks captured, every process killed). `rank_of(i)` is the rank recorded
     in a failure of process i (its files are `rank<i>.*`), `who(rank)` how messages name it, `label`
-    the run ("the run", "the reference run")."""
+    the run ("the run", "the reference run"). With `resident` a process is done once its result is
+    there (it stays alive for a next run); one that exits is done only with its result, as always."""
     deadline = t_start + timeout_sec
     pending = {p.sentinel: (i, p) for i, p in enumerate(procs)}
     failures: list[RankFailure] = []
@@ -299,7 +304,16 @@ def supervise(
             ]
             timed.sort(key=lambda f: f.type != "RankStuck")  # stable: the busy ones first, by rank
             raise RankTimeout(_timeout_message(timed, finished, timeout_sec, who, label, single), timed)
-        collect(multiprocessing.connection.wait(list(pending), timeout=min(remaining, 1.0)))
+        collect(
+            multiprocessing.connection.wait(list(pending), timeout=min(remaining, RESIDENT_POLL_S if resident else 1.0))
+        )
+        if resident and not failures:
+            for sentinel, (i, _) in list(pending.items()):
+                if has_result(i):
+                    del pending[sentinel]
+                    if on_finished:
+                        on_finished(i, None)
+                    finished.append(rank_of(i))
     if not failures:
         return
     settle = time.perf_counter() + SETTLE_S

@@ -21,8 +21,10 @@ from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, run_distributed
 from ..runtime.model import WrapperError
+from ..runtime.resident import ResidentRanks
 from ..runtime.spares_cache import packages_for, record
 from ..runtime.spares_prepared import ValidationSpares
+from ..runtime.spares_settings import resident_enabled
 from ..spec import MLIPSpec
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
 from .autofix import FixContext, propose
@@ -129,8 +131,11 @@ def run_validation(
         report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
         report.next_action = next_action(report)
         return report
-    with reference_run:
-        return _from_reference(request, s, reference_run, time.perf_counter() - t0, budget, ahead, progress, session)
+    t_reference = time.perf_counter() - t0
+    # the ranks of a run that ended well serve the next one (released however the validation ends)
+    with reference_run, ResidentRanks() as kept:
+        resident = kept if session is None and resident_enabled() else None
+        return _from_reference(request, s, reference_run, t_reference, budget, ahead, resident, progress, session)
 
 
 def _initial_spec(
@@ -156,6 +161,7 @@ def _from_reference(
     t_reference: float,
     budget: Budget,
     ahead: ValidationSpares | None,
+    resident: ResidentRanks | None,
     progress: ProgressCallback | None,
     session: GroupSession | None,
 ) -> TraceReport:
@@ -193,7 +199,14 @@ def _from_reference(
     tried = {current.signature()}
     rule: str | None = None
     control = make_control_runner(
-        ref, batch, world_size=world_size, devices=devices, backend=resolved_backend, budget=budget, session=session
+        ref,
+        batch,
+        world_size=world_size,
+        devices=devices,
+        backend=resolved_backend,
+        budget=budget,
+        session=session,
+        resident=resident,
     )
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, control, atol, rtol)
     instrumentation_options = {
@@ -201,11 +214,6 @@ def _from_reference(
         "helper_sample_every": helper_sample_every,
         "layer_diagnostic": layer_diagnostic,
     }
-
-    def _build_next(spec: MLIPSpec) -> None:
-        """While this attempt's ranks run: the next attempt's, when one can come after it."""
-        if ahead is not None and len(attempts) + 1 < total_attempts:
-            ahead.prepare_next(spec.to_dict())
 
     def launch(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError:
         """One run of the ranks under `spec`, or what stopped it."""
@@ -229,8 +237,8 @@ def _from_reference(
                 instrumentation=RANK_INSTRUMENTATION,
                 instrumentation_options=instrumentation_options,
                 on_event=lambda name, info: _emit(progress, name, **info),
-                prepared=ahead.take() if ahead is not None else None,  # built during the run before
-                on_started=lambda: _build_next(spec),
+                prepared=ahead.take() if ahead is not None else None,  # built during the reference
+                resident=resident,
             )
         except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs
             return err

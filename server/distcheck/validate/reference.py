@@ -27,9 +27,10 @@ from ..batch import Batch
 from ..runtime import beacon, lifeline, run_dirs, spares
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
-from ..runtime.launch import end_child_process, main_hidden, process_context, start_child_process, write_error
+from ..runtime.launch import main_hidden, process_context
 from ..runtime.model import wrapper_attr
 from ..runtime.rank import error_record
+from ..runtime.rank_main import end_child_process, start_child_process, write_error
 from ..runtime.spares_cache import third_party_since
 from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
@@ -42,7 +43,6 @@ __all__ = ["ReferenceRun", "ReferenceTrace", "run_reference"]
 
 _POLL_S = 0.005
 """How often the parent looks for the reference's result file while the child runs."""
-
 
 
 class ReferenceTrace(TorchFunctionMode):

@@ -30,6 +30,7 @@ from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun, run_distributed
 from ..runtime.model import WrapperError
+from ..runtime.resident import ResidentRanks
 from ..spec import MLIPSpec
 from .deadline import Budget
 from .diff import compare_outputs
@@ -182,10 +183,12 @@ def make_control_runner(
     backend: str,
     budget: Budget,
     session: GroupSession | None = None,
+    resident: ResidentRanks | None = None,
 ) -> ControlRunner:
     """`run_control(spec)` for `RoundoffMeter`: the ranks under `spec` without instrumentation, on the
-    launcher's job when `session` is given, within what the budget leaves; past the deadline it raises
-    `DistributedError` (the meter then reports the floor as unavailable)."""
+    launcher's job when `session` is given (else on the validation's `resident` ranks when they are
+    kept), within what the budget leaves; past the deadline it raises `DistributedError` (the meter
+    then reports the floor as unavailable)."""
 
     def run_control(spec: MLIPSpec) -> DistributedRun:
         if budget.expired():
@@ -200,6 +203,7 @@ def make_control_runner(
             device=list(devices),
             backend=backend,
             timeout_sec=budget.run_timeout(),
+            resident=resident,
         )
 
     return run_control

@@ -1,7 +1,7 @@
 """A validation whose reference and ranks run in spares (the first attempt's ranks built while the
-reference runs, a later attempt's in fresh spares, or built while the attempt before it ran where
-there are cores for it) reports exactly what one with every process forked as before reports, and
-learns the packages its model imported."""
+reference runs, a later attempt's on the first attempt's ranks kept resident, or in fresh spares)
+reports exactly what one with every process forked as before reports, and learns the packages its
+model imported."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from distcheck import validate_on_cpu
-from distcheck.runtime import spares, spares_cache, spares_prepared
+from distcheck.runtime import spares, spares_cache
 from examples import helper_model, unaware_model
 
 VOLATILE = {"timings", "elapsed_sec", "peak_memory_bytes"}
@@ -35,7 +35,7 @@ def _validate() -> dict[str, Any]:
 
 def test_spares_give_the_same_report_as_fresh_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(spares_prepared, "roomy", lambda world_size: False)  # later attempts: fresh spares
+    monkeypatch.setenv("DISTCHECK_RESIDENT_RANKS", "0")  # the second attempt in fresh spares
     pool = spares.pool()
     monkeypatch.setenv("DISTCHECK_SPARES", "0")
     before = dict(pool.counts)
@@ -54,13 +54,9 @@ def test_spares_give_the_same_report_as_fresh_processes(monkeypatch: pytest.Monk
 
 
 
-def _claimed(pool: spares.SparePool) -> int:
-    return sum(pool.counts[k] for k in ("claimed_warm", "claimed_warming", "started_on_claim"))
-
 
 def _unaware(**options: Any) -> Any:
-    """The halo-unaware MPNN under its wrong spec: the first attempt fails, a `local` halo (same
-    TorchScript mode) passes."""
+    """The halo-unaware MPNN under its wrong spec: the first attempt fails, a `local` halo passes."""
     return validate_on_cpu(
         unaware_model.model_factory,
         unaware_model.sample_batch(),
@@ -71,53 +67,38 @@ def _unaware(**options: Any) -> Any:
     )
 
 
-def test_each_later_attempt_runs_on_ranks_built_while_the_attempt_before_it_ran(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+@pytest.mark.parametrize("case", ["unaware", "helper"])
+def test_later_attempts_run_on_the_ranks_of_the_first_and_report_what_fresh_ranks_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, case: str
 ) -> None:
-    """With cores enough to build beside the running ranks (forced here: CI has two), the second
-    attempt's ranks built their wrappers while the first attempt ran (its `factory_ahead`), the
-    report is the one fresh processes give, and the ranks built for a third attempt that never came
-    are gone with the validation."""
+    """The second attempt (and the control run) are served by the first attempt's ranks, without a
+    rendezvous, whether the fix keeps the TorchScript mode (a `local` halo) or runs it eagerly (the
+    helper model): the report is the one every run in new processes gives, and no rank outlives it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setenv("DISTCHECK_SPARES", "0")
-    fresh = _stable(_unaware(max_fix_attempts=2).to_dict())
-    monkeypatch.delenv("DISTCHECK_SPARES")
-    monkeypatch.setattr(spares_prepared, "roomy", lambda world_size: True)
     pool = spares.pool()
-    before = _claimed(pool)
-    report = _unaware(max_fix_attempts=2)
-    assert [a.passed for a in report.attempts] == [False, True], report.next_action
-    for attempt in report.attempts:
-        assert "factory_ahead" in attempt.timings, f"attempt {attempt.index + 1} built its ranks in the run"
-        assert "rank_factory" not in attempt.timings
-    # the reference, each attempt's ranks and the ranks built for a third attempt
-    assert _claimed(pool) - before == 1 + 3 * 2, pool.counts
-    assert json.loads(json.dumps(_stable(report.to_dict()), default=str)) == json.loads(
-        json.dumps(fresh, default=str)
-    )
+
+    def run() -> Any:
+        if case == "unaware":
+            return _unaware(max_fix_attempts=2)
+        return validate_on_cpu(
+            helper_model.model_factory, helper_model.sample_batch(), world_size=2, timeout_sec=120, max_fix_attempts=2
+        )
+
+    monkeypatch.setenv("DISTCHECK_RESIDENT_RANKS", "0")
+    fresh = run()
+    assert fresh.attempts[1].timings["rank_rendezvous"] > 0.0
+    monkeypatch.delenv("DISTCHECK_RESIDENT_RANKS")
+    before = sum(pool.counts[k] for k in ("claimed_warm", "claimed_warming", "started_on_claim"))
+    kept = run()
+    claimed = sum(pool.counts[k] for k in ("claimed_warm", "claimed_warming", "started_on_claim")) - before
+    assert [a.passed for a in kept.attempts] == [False, True], kept.next_action
+    assert kept.attempts[1].timings["rank_rendezvous"] == 0.0, "the second attempt started new ranks"
+    if case == "helper":
+        assert kept.attempts[1].spec.distribution.torchscript == "eager"
+    assert claimed == 1 + 2, f"only the reference and the first attempt take spares: {pool.counts}"
+
+    def stable(report: Any) -> Any:
+        return json.loads(json.dumps(_stable(report.to_dict()), default=str))
+
+    assert stable(kept) == stable(fresh)
     assert pool.report()["devices"] == {}, "idle spares outlived the validation"
-
-
-def test_ranks_built_in_another_torchscript_mode_are_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """The helper model's fix runs its TorchScript eagerly: the ranks built ahead under the scripted
-    mode are discarded and the second attempt builds its wrapper in its own ranks, and passes."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(spares_prepared, "roomy", lambda world_size: True)
-    report = validate_on_cpu(
-        helper_model.model_factory, helper_model.sample_batch(), world_size=2, timeout_sec=120, max_fix_attempts=2
-    )
-    assert [a.passed for a in report.attempts] == [False, True], report.next_action
-    assert report.attempts[1].spec.distribution.torchscript == "eager"
-    assert "rank_factory" in report.attempts[1].timings and "factory_ahead" not in report.attempts[1].timings
-    assert spares.pool().report()["devices"] == {}, "idle spares outlived the validation"
-
-
-def test_no_ranks_are_built_ahead_when_no_attempt_can_follow(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Without auto-fix no attempt follows the first: nothing is built beside it."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(spares_prepared, "roomy", lambda world_size: True)
-    pool = spares.pool()
-    before = _claimed(pool)
-    report = _unaware(auto_fix=False)
-    assert len(report.attempts) == 1 and not report.ok
-    assert _claimed(pool) - before == 1 + 2, pool.counts

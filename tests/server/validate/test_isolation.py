@@ -81,7 +81,7 @@ def test_guard_restores_every_setting_and_reports_what_it_cannot() -> None:
     result = _python(
         _STATE
         + """
-from distcheck.validate.isolation import isolated_global_state
+from distcheck.runtime.isolation import isolated_global_state
 torch.manual_seed(7); np.random.seed(7); random.seed(7)
 before = state()
 torch.manual_seed(7); np.random.seed(7); random.seed(7)
@@ -109,7 +109,7 @@ def test_guard_restores_on_an_exception_and_restores_warnings_filters() -> None:
         _STATE
         + """
 import warnings
-from distcheck.validate.isolation import isolated_global_state
+from distcheck.runtime.isolation import isolated_global_state
 torch.manual_seed(7)
 before = state(); filters = len(warnings.filters)
 torch.manual_seed(7)

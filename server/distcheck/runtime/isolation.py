@@ -3,8 +3,9 @@
 A long-lived process that runs many validations (the editor's runner, `distcheck.lsp.runner`) imports
 each target's module, calls its factory and loads its sample itself; whatever torch, numpy or Python
 state that code sets would otherwise carry over into the next target's validation (a module that calls
-`torch.set_default_dtype(torch.float64)` turns the next sample's positions into float64). The rank and
-reference processes are fresh forks and need no such care; this process does.
+`torch.set_default_dtype(torch.float64)` turns the next sample's positions into float64). A rank kept
+alive for a validation's next attempt (`resident`) is such a process too: each of its attempts runs
+inside this guard. The reference process, and a rank's first attempt, are fresh forks.
 
 `isolated_global_state()` snapshots, and on exit restores (also on error, also on Ctrl-C):
 

@@ -1,0 +1,162 @@
+"""Resident ranks: a validation's ranks kept alive after a run that ended well, to run its next one.
+
+A validation runs several runs of one factory on the same ranks and devices: its first attempt, the
+auto-fix attempts after it, the control run of the round-off floor. Starting every run in fresh
+processes pays, each time, for the process, the rendezvous and a first forward that loads kernels
+lazily. A run given `ResidentRanks` keeps its ranks instead: once each rank has handed over its
+result it waits in the run directory for the next job (`job.<n>.pt`), and the next run with the same
+factory, world size, devices and backend sends its job there. The process group is the first run's.
+
+Every run still starts pristine where it matters:
+
+- the user's modules (`frames.is_user_file`: outside the standard library, installed packages, torch
+  and distcheck) are forgotten after each run and imported afresh by the next one's factory, under its
+  TorchScript mode (`torchscript.apply_torchscript_mode` switches either way);
+- the wrapper is built afresh by the factory, and the spec's handlers and adapters are installed for
+  the forward and removed after it, as in any rank;
+- torch's, numpy's and Python's global state (default dtype, grad mode, determinism, generators, ...)
+  is put back after each run (`isolation.isolated_global_state`).
+
+Third-party packages stay imported, as they are in a spare. A run that fails (a rank raised, hung or
+died) stops its ranks: the next run starts fresh ones. The owner releases the ranks when it ends,
+however it ends (`release`); like every rank they die with the forkserver, which dies with the owner.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import beacon, run_dirs
+
+__all__ = ["ResidentRanks", "forget_user_modules", "next_job", "result_name"]
+
+POLL_S = 0.002
+"""How often a waiting rank looks for its next job."""
+
+
+def job_name(index: int) -> str:
+    """The file of a run directory's `index`-th job sent to resident ranks (the first runs from the start)."""
+    return f"job.{index}.pt"
+
+
+def result_name(rank: int) -> str:
+    """The file rank `rank` publishes its result of the current run in."""
+    return f"rank{rank}.pt"
+
+
+@dataclass
+class ResidentRanks:
+    """The ranks one validation keeps between its runs (none until a run kept some): the processes,
+    their run directory, what they were started for and how many jobs they were sent."""
+
+    procs: list[Any] = field(default_factory=list)
+    run_dir: run_dirs.RunDir | None = None
+    key: tuple[Any, ...] | None = None
+    jobs: int = 0
+
+    def serves(
+        self, factory: str, world_size: int, devices: Sequence[str], backend: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether ranks are kept, all alive, for a run of this factory, world size, devices, backend and
+        rank environment."""
+        return (
+            self.run_dir is not None
+            and self.key == _key(factory, world_size, devices, backend, env)
+            and all(p.exitcode is None for p in self.procs)
+        )
+
+    def keep(
+        self,
+        procs: Sequence[Any],
+        run_dir: run_dirs.RunDir,
+        factory: str,
+        world_size: int,
+        devices: Sequence[str],
+        backend: str,
+        env: Mapping[str, str],
+    ) -> None:
+        """Take the ranks of a run that ended well (they now wait for a job) and their run directory."""
+        self.release()
+        self.procs, self.run_dir = list(procs), run_dir
+        self.key = _key(factory, world_size, devices, backend, env)
+        self.jobs = 0
+
+    def send(self, job: dict[str, Any]) -> str:
+        """Hand `job` to the kept ranks (they start it at once); returns their run directory."""
+        import torch
+
+        assert self.run_dir is not None
+        workdir = self.run_dir.path
+        for r in range(len(self.procs)):  # the last run's results, read by now
+            _remove(os.path.join(workdir, result_name(r)))
+        self.jobs += 1
+        path = os.path.join(workdir, job_name(self.jobs))
+        torch.save({**job, "workdir": workdir}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        return workdir
+
+    def __enter__(self) -> ResidentRanks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Stop the kept ranks (with whatever they started) and remove their run directory; idempotent."""
+        from .supervise import stop_all
+
+        procs, run_dir = self.procs, self.run_dir
+        self.procs, self.run_dir, self.key = [], None, None
+        if procs:
+            stop_all(procs)
+        if run_dir is not None:
+            run_dir.remove()
+
+
+def _key(
+    factory: str, world_size: int, devices: Sequence[str], backend: str, env: Mapping[str, str]
+) -> tuple[Any, ...]:
+    return (factory, world_size, tuple(devices), backend, tuple(sorted(env.items())))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- inside a rank ---------------------------------------------------------------------------------
+def next_job(workdir: str, index: int, phase: Callable[[str], None] = beacon.set_phase) -> dict[str, Any]:
+    """Wait for the `index`-th job of run directory `workdir` (the owner stops this process when it
+    sends none) and return it."""
+    import torch
+
+    phase("resident")
+    path = os.path.join(workdir, job_name(index))
+    while not os.path.exists(path):
+        time.sleep(POLL_S)
+    job: dict[str, Any] = torch.load(path, weights_only=False)  # written by this rank's own owner
+    return job
+
+
+def forget_user_modules() -> list[str]:
+    """Drop the user's modules from `sys.modules` (so the next factory imports them afresh) and
+    collect what the last run left; returns their names."""
+    from .frames import is_user_file
+
+    names = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and is_user_file(file):
+            names.append(name)
+    for name in names:
+        sys.modules.pop(name, None)
+    gc.collect(1)  # the young generations, where the last run's cycles are (a full pass takes ~0.1 s)
+    return names

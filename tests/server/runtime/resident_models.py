@@ -1,0 +1,62 @@
+"""Models for the resident-rank tests: what a rank that served an earlier run could carry over.
+
+`StateModel` reports the process-global state it finds (default dtype, a draw from torch's generator,
+grad mode) and then changes all three, as careless model code does. `FlaggedModel` raises, or hangs,
+in a run that starts while the file named by DISTCHECK_TEST_FLAG holds "raise" or "hang"."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch import nn
+
+from distcheck.batch import Batch
+from examples.structures import make_batch, periodic_slab_system
+
+
+class StateModel(nn.Module):
+    cutoff = 3.0
+    num_interactions = 1
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        seen = [
+            float(torch.get_default_dtype() == torch.float64),
+            float(torch.rand(1, dtype=torch.float64)),
+            float(torch.is_grad_enabled()),
+        ]
+        torch.set_default_dtype(torch.float64)
+        torch.manual_seed(1234)
+        torch.rand(7)
+        e = (batch.positions**2).sum(dim=1)
+        energy = torch.zeros(batch.num_systems, dtype=e.dtype, device=e.device).index_add(0, batch.batch, e)
+        return {"energy": energy, "facts": torch.tensor(seen, dtype=e.dtype)}
+
+
+class FlaggedModel(nn.Module):
+    cutoff = 3.0
+    num_interactions = 1
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        flag = os.environ.get("DISTCHECK_TEST_FLAG", "")
+        what = open(flag).read().strip() if flag and os.path.exists(flag) else ""
+        if what == "raise":
+            raise RuntimeError("flagged to fail in this run")
+        if what == "hang":
+            time.sleep(600)
+        e = (batch.positions**2).sum(dim=1)
+        energy = torch.zeros(batch.num_systems, dtype=e.dtype, device=e.device).index_add(0, batch.batch, e)
+        return {"energy": energy, "pid": torch.tensor([float(os.getpid())], dtype=e.dtype)}
+
+
+def state_factory() -> StateModel:
+    return StateModel()
+
+
+def flagged_factory() -> FlaggedModel:
+    return FlaggedModel()
+
+
+def sample_batch() -> Batch:
+    return make_batch([periodic_slab_system((3, 3, 8), seed=5)])
