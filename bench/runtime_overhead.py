@@ -22,9 +22,10 @@ collectives). Two more measurements separate those costs from the steady state:
 (c) warm rank forward: long-lived gloo ranks built from the same public pieces `run_distributed`
     uses (`build_rank_context`, `DistributedModel`) call the wrapper `--repeats`+1 times; per rank
     the first call and the median of the rest, summarised as median and max over ranks;
-(d) the lazy imports a rank's first forward triggers (`torch._dynamo`, pulled in by the dispatch
-    observer, and `torch.fx.experimental.symbolic_shapes`, pulled in by `torch.autograd.grad` with
-    explicit `grad_outputs`), timed in a fresh interpreter that has already imported torch.
+(d) the lazy imports a rank's first forward used to trigger (`torch._dynamo`, pulled in by the
+    dispatch observer until `observer.dynamo_disabled_lazily`, and `torch.fx.experimental.symbolic_shapes`,
+    pulled in by `torch.autograd.grad` with explicit `grad_outputs`, now loaded by the forkserver's
+    `runtime.mode_warmup`), timed in a fresh interpreter that has already imported torch.
 
 A rank also computes over its halo rows, so its time is for more rows than it owns.
 

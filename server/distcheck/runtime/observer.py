@@ -19,8 +19,9 @@ Python is named by `HandlerMode`, at the user's line).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -29,7 +30,7 @@ from .context import RankContext
 from .kernel_calls import kernel_call
 from .unrouted import aten_kind, record_unrouted
 
-__all__ = ["PythonLevel", "ScatterObserver", "classify_aten"]
+__all__ = ["PythonLevel", "ScatterObserver", "classify_aten", "dynamo_disabled_lazily"]
 
 
 class PythonLevel:
@@ -112,6 +113,42 @@ def classify_aten(ctx: RankContext, name: str, a: Mapping[str, Any]) -> str | No
     return None
 
 
+_Mode = TypeVar("_Mode", bound=type)
+
+
+def dynamo_disabled_lazily(cls: _Mode) -> _Mode:
+    """Class decorator for a `TorchDispatchMode` subclass: its `__torch_dispatch__` imports TorchDynamo
+    only once something else has.
+
+    `TorchDispatchMode` wraps a subclass's `__torch_dispatch__` in `torch._disable_dynamo`, whose
+    first call imports `torch._dynamo` (about 1 s on the GPU machine, 3 s on a busy CPU: in every
+    rank's first forward, or in the forkserver's start-up when preloaded) only to keep TorchDynamo
+    from tracing into the method. Dynamo traces nothing in a process that never imported it: until
+    something does, the method runs as it is; from then on, behind dynamo's own `disable`, as before.
+    The wrapper keeps the disabled method on the raw one as `__dynamo_disable`; a torch that no longer
+    does ignores this, and imports dynamo as it always did."""
+    raw = getattr(cls.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+    if not callable(raw):
+        return cls
+    method: Callable[..., Any] = raw
+    disabled: list[Callable[..., Any]] = []
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if not disabled:
+            dynamo = sys.modules.get("torch._dynamo")
+            if dynamo is None or not hasattr(dynamo, "disable"):
+                return method(*args, **kwargs)
+            try:
+                disabled.append(dynamo.disable(method, recursive=True, wrapping=False))
+            except TypeError:  # a torch whose `disable` has no `wrapping`
+                disabled.append(dynamo.disable(method, recursive=True))
+        return disabled[0](*args, **kwargs)
+
+    setattr(method, "__dynamo_disable", dispatch)
+    return cls
+
+
+@dynamo_disabled_lazily
 class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
     """Counts and names the aggregations issued outside Python-level calls (TorchScript, `torch.ops`
     kernels, C++): `unintercepted[<aten op>]` in the handler counts, an entry in `ctx.unrouted`.

@@ -33,12 +33,10 @@ BASE_PRELOAD: tuple[str, ...] = (
     "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
     "torch",
     "torch.distributed",
-    # torch imports these lazily on the first dispatch-mode op and the first autograd.grad under a
-    # torch-function mode (about 1 s together); preloading keeps that out of every rank's forward.
-    "torch._dynamo",
-    "torch.fx.experimental.symbolic_shapes",
     "distcheck.runtime.launch",
     "distcheck.validate.instrument",
+    # last: what torch loads lazily on the first forward under a rank's modes, loaded once here
+    "distcheck.runtime.mode_warmup",
 )
 
 

@@ -1,0 +1,54 @@
+"""Imported last by the rank pool's forkserver: what torch loads lazily on the first use of the modes a
+rank runs under, loaded once there.
+
+A rank's forward runs under a torch-function mode (`HandlerMode`) and a torch-dispatch mode
+(`ScatterObserver`), with an `autograd.grad` inside for forces; the reference under torch-function
+modes. The first time a process does that, torch imports what it needs for it, which otherwise every
+rank and reference process pays in its first forward. Running one tiny forward and gradient on the CPU
+under both kinds of mode here loads exactly what this torch loads for it, so every process forked from
+the forkserver starts with it (no list of torch modules to keep up to date). TorchDynamo is not among it
+(`observer.dynamo_disabled_lazily`), unless this torch imports it anyway; then it is loaded here once,
+as it was preloaded before. The tensors are tiny and on the CPU: no CUDA, no intra-op thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .observer import dynamo_disabled_lazily
+
+__all__ = ["warm_modes"]
+
+
+class _PassFunctions(TorchFunctionMode):
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+@dynamo_disabled_lazily
+class _PassDispatch(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def warm_modes() -> None:
+    """One forward with an index_add and an `autograd.grad` (given `grad_outputs`, which loads torch's
+    symbolic-shape helpers) under a function mode and a dispatch mode."""
+    pos = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    index = torch.tensor([0, 0, 1, 1])
+    with _PassFunctions(), _PassDispatch():  # type: ignore[no-untyped-call]
+        energy = torch.zeros(2, dtype=pos.dtype).index_add(0, index, (pos**2).sum(dim=1))
+        (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
+    del grad
+
+
+warm_modes()
