@@ -1,12 +1,13 @@
 """The fault rules hold for spares: whatever the owner is doing when it dies (SIGKILL included), its
-idle spares, the spares building a validation's ranks ahead and the spares running ranks are gone
-afterwards, with what they started, and no run directory is left. The fixture checks the whole tree
+idle spares, the spares building a validation's ranks ahead, the spares running ranks and the ranks
+kept resident for a validation's later runs are gone afterwards, with what they started, and no run directory is left. The fixture checks the whole tree
 by marker; each test also checks the processes it saw by pid."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -90,3 +91,29 @@ def test_ctrl_c_while_ranks_build_ahead(faults: Faults) -> None:
     err = faults.stderr(proc)
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("distcheck: "), err
     assert all(_gone(p, wait=15) for p in built), built
+
+
+def _resident_cli(faults: Faults) -> subprocess.Popen[str]:
+    """The CLI with auto-fix on: its later runs are served by the first attempt's resident ranks."""
+    argv = [sys.executable, "-m", "distcheck", "validate", model("resident_block"), "--world-size", "2"]
+    return faults.start([*argv, "--device", "cpu", "--no-layer-diagnostic", "--timeout", "120"])
+
+
+def test_ctrl_c_while_resident_ranks_serve_a_later_run(faults: Faults) -> None:
+    """The CLI interrupted while the first attempt's ranks, kept resident, block in a later run: exit
+    130 with one line, no traceback, and the resident ranks are gone with what they started."""
+    proc = _resident_cli(faults)
+    ranks = [int(faults.wait_marker(f"resident-{r}", proc, timeout=120)) for r in ("0", "1")]
+    os.killpg(proc.pid, signal.SIGINT)
+    assert faults.finish(proc, timeout=20) == 130
+    err = faults.stderr(proc)
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("distcheck: "), err
+    assert all(_gone(p, wait=15) for p in ranks), ranks
+
+
+def test_owner_killed_while_resident_ranks_serve_a_later_run(faults: Faults) -> None:
+    proc = _resident_cli(faults)
+    ranks = [int(faults.wait_marker(f"resident-{r}", proc, timeout=120)) for r in ("0", "1")]
+    os.kill(proc.pid, signal.SIGKILL)
+    assert faults.finish(proc, timeout=10) == -9
+    assert all(_gone(p, wait=15) for p in ranks), ranks
