@@ -267,18 +267,31 @@ def _remove_owner_socket_dir() -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+_stopping = False
+"""Set once the forkserver has begun its last cleanup: a second stop or owner-gone signal delivered
+meanwhile returns at once. Run again from inside the first, the cleanup would wait forever on a lock the
+first holds (tempfile's, while it looks for run directories to sweep), and the forkserver, an orphan by
+then, would keep the owner's stdout and stderr open."""
+
+
 def _forkserver_owner_gone(signum: int, frame: FrameType | None) -> None:
-    if os.getpid() != _forkserver_pid or _owner_alive():
-        return  # a rank (the signal is not meant for it), or only the owner's starting thread ended
+    global _stopping
+    if os.getpid() != _forkserver_pid or _stopping or _owner_alive():
+        return  # a rank (not meant for it), cleaning up already, or only the owner's starting thread ended
+    _stopping = True
     _forkserver_cleanup()
     os._exit(0)
 
 
 def _forkserver_stopped(signum: int, frame: FrameType | None) -> None:
+    global _stopping
     if os.getpid() != _forkserver_pid:  # a just-forked rank that has not reset its handlers yet
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
+    if _stopping:  # the cleanup under way exits when it is done
+        return
+    _stopping = True
     _forkserver_cleanup()
     os._exit(128 + signum)
 

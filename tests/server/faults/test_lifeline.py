@@ -138,3 +138,33 @@ def test_a_stack_dump_reads_back_as_frames(tmp_path: Path) -> None:
     text = beacon.format_stack(frames, "Python stack of rank 1")
     assert text.startswith("Python stack of rank 1 (most recent call last):\n")
     assert f'File "{__file__}"' in text
+
+
+NESTED_SIGNALS = """
+import os, signal, sys
+from distcheck.runtime import lifeline
+lifeline._forkserver_pid = os.getpid()  # as if this process were the armed forkserver
+lifeline._owner_alive = lambda: False
+calls = []
+
+def cleanup():
+    calls.append(1)
+    if len(calls) == 1:  # signals delivered while the first cleanup runs
+        lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
+        lifeline._forkserver_stopped(signal.SIGTERM, None)
+
+lifeline._forkserver_cleanup = cleanup
+os._exit = lambda code: (print(len(calls), code, flush=True), sys.exit(0))
+lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
+"""
+
+
+def test_a_stop_signal_during_the_forkserver_cleanup_does_not_run_it_again() -> None:
+    """A second owner-gone or stop signal delivered while the forkserver cleans up returns at once (run
+    again from inside the first, the cleanup waited forever on tempfile's lock, and the orphaned
+    forkserver kept its owner's output pipes open): the cleanup runs once and the process exits."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", NESTED_SIGNALS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "0"], done.stdout
