@@ -240,17 +240,8 @@ def run_distributed(
             if on_event:
                 on_event("rank_started", {"rank": r, "pid": p.pid})
         t_started = time.perf_counter()
-        supervise(
-            procs,
-            workdir,
-            timeout_sec=timeout_sec,
-            t_start=t_start,
-            has_result=lambda r: os.path.exists(os.path.join(workdir, result_name(r))),
-            on_finished=finished,
-            resident=resident is not None,
-        )
+        results = _results(procs, workdir, timeout_sec, t_start, finished, resident=resident is not None)
         t_done = time.perf_counter()
-        results = [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(world_size)]
         if resident is not None:  # the ranks wait for the caller's next run
             resident.keep(procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {})
             keep = True
@@ -294,21 +285,34 @@ def _run_resident(
         if on_event:
             for r, p in enumerate(procs):
                 on_event("rank_started", {"rank": r, "pid": p.pid})
-        supervise(
-            procs,
-            workdir,
-            timeout_sec=timeout_sec,
-            t_start=t_start,
-            has_result=lambda r: os.path.exists(os.path.join(workdir, result_name(r))),
-            on_finished=finished,
-            resident=True,
-        )
-        return [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(len(procs))]
+        return _results(procs, workdir, timeout_sec, t_start, finished, resident=True)
     except BaseException as exc:
         if not isinstance(exc, Exception):
             lifeline.stop_forkserver()
         resident.release()
         raise
+
+
+def _results(
+    procs: Sequence[Any],
+    workdir: str,
+    timeout_sec: float,
+    t_start: float,
+    finished: Callable[[int, int | None], None],
+    *,
+    resident: bool,
+) -> list[dict[str, Any]]:
+    """Wait for every rank's result file (`supervise`: failures and timeouts raised) and load them."""
+    supervise(
+        procs,
+        workdir,
+        timeout_sec=timeout_sec,
+        t_start=t_start,
+        has_result=lambda r: os.path.exists(os.path.join(workdir, result_name(r))),
+        on_finished=finished,
+        resident=resident,
+    )
+    return [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(len(procs))]
 
 
 def assemble_run(

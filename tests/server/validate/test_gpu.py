@@ -44,3 +44,23 @@ def test_helper_found_on_gpu() -> None:
 def test_nccl_on_one_gpu_fails_up_front() -> None:
     with pytest.raises(SetupError, match="Duplicate GPU"):
         trace_and_validate(pair_potential.model_factory, pair_potential.sample_batch(), device="cuda:0", backend="nccl")
+
+
+@pytest.mark.parametrize("resident", ["1", "0"])
+def test_later_attempts_on_resident_ranks_on_the_gpu(monkeypatch: pytest.MonkeyPatch, resident: str) -> None:
+    """The halo-unaware MPNN under its wrong spec on cuda:0: the second attempt runs on the first
+    attempt's ranks (no rendezvous) with their CUDA context, or in new ranks, and passes either way with
+    the same numbers."""
+    from examples import unaware_model
+
+    monkeypatch.setenv("DISTCHECK_RESIDENT_RANKS", resident)
+    report = trace_and_validate(
+        unaware_model.model_factory,
+        unaware_model.sample_batch(),
+        device="cuda:0",
+        spec=unaware_model.WRONG_SPEC,
+        max_fix_attempts=2,
+    )
+    assert [a.passed for a in report.attempts] == [False, True], report.next_action
+    rendezvous = report.attempts[1].timings["rank_rendezvous"]
+    assert (rendezvous == 0.0) == (resident == "1"), report.attempts[1].timings
