@@ -6,7 +6,9 @@ forkserver, which dies with the owner), leads its own process group, then warms 
 on its first forward: its CUDA context on its device (module loading as the user set it, lazy by
 default: eager loading took 4-5 s and 1.3 GB of GPU memory per spare on an H200, lazy 0.55 s and 0.64 GB,
 bench/RESULTS_gpu.md), a first autograd pass there (which loads the kernels a first forward needs),
-and the third-party packages the pool names (learned from the target's previous validation). It
+and the third-party packages the pool names (learned from the target's previous validation). The last
+two only while no job has come: a spare claimed while it warms (a validation in a process that had no
+warm spare yet) runs its job once its CUDA context is up, and the job loads what it needs itself. It
 imports no user module. Then it waits on its pipe:
 
 - `("build", {...})`: become rank `rank` of a coming run (its log, beacon and environment in that
@@ -26,6 +28,7 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
@@ -35,7 +38,7 @@ from . import beacon, lifeline
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Prebuilt", "forget_prebuilt", "prebuilt_for", "spare_main", "started_in"]
+__all__ = ["Prebuilt", "forget_prebuilt", "prebuilt_for", "spare_main", "started_in", "warm_report"]
 
 
 @dataclass
@@ -94,7 +97,7 @@ def spare_main(conn: Connection, plan: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             os.setpgrp()  # out of the owner's foreground group: a Ctrl-C there is the owner's to handle
         _quiet()
-        info = _warm(plan)
+        info = _warm(plan, lambda: _job_waiting(conn))
         with contextlib.suppress(OSError):  # claimed while warming: the owner sent its job and closed its end
             conn.send_bytes(pickle.dumps(("ready", info)))
         _serve(conn, float(plan.get("idle_timeout_s", 600.0)))
@@ -114,23 +117,50 @@ def _quiet() -> None:
     os.close(null)
 
 
-def _warm(plan: dict[str, Any]) -> dict[str, Any]:
+def _job_waiting(conn: Connection) -> bool:
+    """Whether the owner has already sent this spare its job (claimed while warming)."""
+    try:
+        return bool(conn.poll(0))
+    except (OSError, EOFError):
+        return False
+
+
+_warm_report: dict[str, Any] | None = None
+
+
+def warm_report() -> dict[str, Any] | None:
+    """What this spare's warm-up did (its phases, and `skipped`: the steps a waiting job made it skip)."""
+    return _warm_report
+
+
+def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Warm this spare: its CUDA context, then (unless its job has arrived meanwhile, which loads what
+    it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass and
+    the packages the pool names."""
+    global _warm_report
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
 
     t0 = time.perf_counter()
     phases: dict[str, float] = {}  # seconds per warm-up step, for `spares.report()` and the bench
+    skipped: list[str] = []
     device = torch.device(str(plan.get("device", "cpu")))
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.cuda.init()  # type: ignore[no-untyped-call]
         phases["cuda_init"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    _warm_autograd(device)
-    phases["autograd"] = time.perf_counter() - t1
+    if job_waiting():
+        skipped.append("autograd")
+    else:
+        _warm_autograd(device)
+        phases["autograd"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     failed: list[str] = []
     imported: list[str] = []
     for name in plan.get("packages", ()):
+        if job_waiting():  # the job imports the packages its model needs
+            skipped.append(name)
+            continue
         try:
             importlib.import_module(name)
             imported.append(name)
@@ -143,11 +173,13 @@ def _warm(plan: dict[str, Any]) -> dict[str, Any]:
     t1 = time.perf_counter()
     gpu = _gpu_memory(device)
     phases["memory_query"] = time.perf_counter() - t1
+    _warm_report = {"phases": dict(phases), "skipped": list(skipped)}
     return {
         "pid": os.getpid(),
         "device": str(device),
         "warm_seconds": warm_seconds,
         "phases": phases,
+        "skipped": skipped,
         "module_loading": os.environ.get("CUDA_MODULE_LOADING", ""),
         "packages": imported,
         "failed_imports": failed,

@@ -153,3 +153,20 @@ def test_settle_drops_idle_spares_unless_kept_warm(empty_pool: spares.SparePool)
     empty_pool.keep_s = None
     empty_pool.settle()
     assert empty_pool.report()["devices"] == {}
+
+
+def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() -> None:
+    """The autograd pass and the named packages are warmed only while no job waits; a waiting job makes
+    the spare skip them (its model loads what it needs itself), and the report says what was skipped."""
+    import sys
+
+    from distcheck.runtime import spares_child
+
+    sys.modules.pop("colorsys", None)
+    idle = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: False)
+    assert "autograd" in idle["phases"] and idle["packages"] == ["colorsys"] and idle["skipped"] == []
+    sys.modules.pop("colorsys", None)
+    claimed = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
+    assert "autograd" not in claimed["phases"] and claimed["packages"] == []
+    assert claimed["skipped"] == ["autograd", "colorsys"] and "colorsys" not in sys.modules
+    assert spares_child.warm_report() == {"phases": claimed["phases"], "skipped": claimed["skipped"]}
