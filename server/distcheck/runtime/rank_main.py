@@ -6,8 +6,9 @@ also the reference process's first step), rendezvouses through a file in the run
 and runs the wrapper (`rank.prepare_rank`, `rank.forward_rank`), publishes `rank<r>.pt` atomically
 and exits, killing whatever the model started (`end_child_process`). A rank of a run started with
 `"resident": True` in its job (`resident.ResidentRanks`) instead waits for the next job after each
-result and serves it in the same process group, each run inside `isolation.isolated_global_state()`
-and with the user's modules forgotten between runs. An exception anywhere is written as
+result and serves it in the same process group, each run inside `isolation.isolated_global_state()`,
+with the import path, environment and working directory put back and the user's modules forgotten
+between runs (`resident.RankState`). An exception anywhere is written as
 `rank<r>.error.json` (`write_error`) and ends the process.
 """
 
@@ -27,7 +28,7 @@ from ..spec import MLIPSpec
 from . import beacon, lifeline, spares_child
 from .isolation import isolated_global_state
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
-from .resident import forget_user_modules, next_job, result_name
+from .resident import RankState, next_job, result_name
 
 __all__ = ["end_child_process", "start_child_process", "write_error"]
 
@@ -100,6 +101,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
     )
     rendezvous = time.perf_counter() - t0
     served = 0
+    before = RankState.take(device)
     while True:
         guard = isolated_global_state() if job.get("resident") else contextlib.nullcontext()
         with guard:  # what the model set (default dtype, generators, ...) does not reach the next run
@@ -111,7 +113,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
         if not job.get("resident"):
             break
         del result
-        forget_user_modules()  # the next run's factory imports them afresh
+        before.restore()  # path, environment, cwd; the user's modules forgotten: the next factory imports them
         served += 1
         job = next_job(workdir, served)
         rendezvous = 0.0

@@ -15,7 +15,8 @@ Every run still starts pristine where it matters:
 - the wrapper is built afresh by the factory, and the spec's handlers and adapters are installed for
   the forward and removed after it, as in any rank;
 - torch's, numpy's and Python's global state (default dtype, grad mode, determinism, generators, ...)
-  is put back after each run (`isolation.isolated_global_state`).
+  is put back after each run (`isolation.isolated_global_state`), and so are the import path, the
+  environment variables and the working directory (`RankState`).
 
 Third-party packages stay imported, as they are in a spare. A run that fails (a rank raised, hung or
 died) stops its ranks: the next run starts fresh ones. The owner releases the ranks when it ends,
@@ -144,6 +145,46 @@ def next_job(workdir: str, index: int, phase: Callable[[str], None] = beacon.set
         time.sleep(POLL_S)
     job: dict[str, Any] = torch.load(path, weights_only=False)  # written by this rank's own owner
     return job
+
+
+@dataclass
+class RankState:
+    """What a resident rank puts back after each run, besides the global torch state (the run's
+    `isolated_global_state`): the import path, the environment and the working directory as they were
+    before its first run, the user's modules (forgotten), and the last run's memory."""
+
+    path: list[str]
+    environ: dict[str, str]
+    cwd: str
+    device: Any
+    cuda_bytes: int
+
+    @classmethod
+    def take(cls, device: Any) -> RankState:
+        """This rank's state now (before its first run: environment and device already set up)."""
+        import torch
+
+        cuda = device.type == "cuda"
+        return cls(
+            list(sys.path), dict(os.environ), os.getcwd(), device, torch.cuda.memory_allocated(device) if cuda else 0
+        )
+
+    def restore(self) -> None:
+        """Put it back: the path, the environment, the working directory; the user's modules forgotten;
+        and when the last run's GPU memory is still held (its wrapper caught in a reference cycle), a
+        full collection."""
+        import torch
+
+        sys.path[:] = self.path
+        os.environ.clear()
+        os.environ.update(self.environ)
+        try:
+            os.chdir(self.cwd)
+        except OSError:
+            pass
+        forget_user_modules()
+        if self.device.type == "cuda" and torch.cuda.memory_allocated(self.device) > self.cuda_bytes:
+            gc.collect()
 
 
 def forget_user_modules() -> list[str]:

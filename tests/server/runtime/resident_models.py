@@ -1,12 +1,14 @@
 """Models for the resident-rank tests: what a rank that served an earlier run could carry over.
 
 `StateModel` reports the process-global state it finds (default dtype, a draw from torch's generator,
-grad mode) and then changes all three, as careless model code does. `FlaggedModel` raises, or hangs,
+grad mode, an environment variable, the import path, the working directory) and then changes them all,
+as careless model code does. `FlaggedModel` raises, or hangs,
 in a run that starts while the file named by DISTCHECK_TEST_FLAG holds "raise" or "hang"."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import torch
@@ -25,10 +27,16 @@ class StateModel(nn.Module):
             float(torch.get_default_dtype() == torch.float64),
             float(torch.rand(1, dtype=torch.float64)),
             float(torch.is_grad_enabled()),
+            float("DISTCHECK_TEST_LEAK" in os.environ),
+            float("/distcheck-test-leak" in sys.path),
+            float(os.getcwd() == "/"),
         ]
         torch.set_default_dtype(torch.float64)
         torch.manual_seed(1234)
         torch.rand(7)
+        os.environ["DISTCHECK_TEST_LEAK"] = "1"
+        sys.path.append("/distcheck-test-leak")
+        os.chdir("/")
         e = (batch.positions**2).sum(dim=1)
         energy = torch.zeros(batch.num_systems, dtype=e.dtype, device=e.device).index_add(0, batch.batch, e)
         return {"energy": energy, "facts": torch.tensor(seen, dtype=e.dtype)}
