@@ -35,7 +35,7 @@ from typing import Any
 
 from . import beacon, run_dirs
 
-__all__ = ["ResidentRanks", "forget_user_modules", "next_job", "result_name"]
+__all__ = ["RankState", "ResidentRanks", "forget_user_modules", "job_name", "next_job", "result_name"]
 
 POLL_S = 0.002
 """How often a waiting rank looks for its next job."""
