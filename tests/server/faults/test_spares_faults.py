@@ -1,7 +1,8 @@
 """The fault rules hold for spares: whatever the owner is doing when it dies (SIGKILL included), its
 idle spares, the spares building a validation's ranks ahead, the spares running ranks and the ranks
-kept resident for a validation's later runs are gone afterwards, with what they started, and no run directory is left. The fixture checks the whole tree
-by marker; each test also checks the processes it saw by pid."""
+kept resident for a validation's later runs are gone afterwards, with what they started, and no run
+directory is left. The fixture checks the whole tree by marker; each test also checks the processes it
+saw by pid."""
 
 from __future__ import annotations
 
