@@ -63,6 +63,9 @@ describe("errors: a SyntaxError in the model file is shown at its own line", { t
   it("a SyntaxError: one diagnostic on its line of the model file, and the panel shows the error", () =>
     session.step("syntax-error", async () => {
       fs.writeFileSync(path.join(session.workspace, MODEL), modelSource(true));
+      // the edit marks the shown report stale (status item and panel) first: once that has happened the
+      // panel's update can no longer take the focus from the target picker opened next
+      await session.waitForStatus(/typo: stale/, 20_000);
       await session.palette("Distcheck: Validate distribution");
       await session.quickPick("typo");
       await session.waitForStatus(/✗ typo: error/, VALIDATION_TIMEOUT);
