@@ -2,13 +2,13 @@
 rank runs under, loaded once there.
 
 A rank's forward runs under a torch-function mode (`HandlerMode`) and a torch-dispatch mode
-(`ScatterObserver`), with an `autograd.grad` inside for forces; the reference under torch-function
-modes. The first time a process does that, torch imports what it needs for it, which otherwise every
-rank and reference process pays in its first forward. Running one tiny forward and gradient on the CPU
-under both kinds of mode here loads exactly what this torch loads for it, so every process forked from
-the forkserver starts with it (no list of torch modules to keep up to date). TorchDynamo is not among it
+(`ScatterObserver`); the reference under torch-function modes. The first time a process does that,
+torch imports what it needs for it, which otherwise every rank and reference process pays in its first
+forward. Running one tiny forward on the CPU under both kinds of mode here loads what this torch loads
+for it, so every process forked from the forkserver starts with it. TorchDynamo is not among it
 (`observer.dynamo_disabled_lazily`), unless this torch imports it anyway; then it is loaded here once,
-as it was preloaded before. The tensors are tiny and on the CPU: no CUDA, no intra-op thread pool.
+as it was preloaded before. The tensors are tiny and on the CPU, and nothing runs backward: no CUDA
+(a forkserver must never initialise it), no intra-op thread pool.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ class _PassDispatch(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
 
 
 def warm_modes() -> None:
-    """One forward with an index_add and an `autograd.grad` (given `grad_outputs`, which loads torch's
-    symbolic-shape helpers) under a function mode and a dispatch mode."""
+    """One forward with an index_add (recording a graph) under a function mode and a dispatch mode. No
+    backward: the autograd engine's first run starts its device threads, which in a CUDA build of torch
+    initialise CUDA, and processes forked from a forkserver that did cannot use the GPU. (What
+    `autograd.grad` loads lazily, the symbolic-shape helpers, `spares_start.BASE_PRELOAD` imports.)"""
     pos = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     index = torch.tensor([0, 0, 1, 1])
     with _PassFunctions(), _PassDispatch():  # type: ignore[no-untyped-call]
         energy = torch.zeros(2, dtype=pos.dtype).index_add(0, index, (pos**2).sum(dim=1))
-        (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
-    del grad
+    del energy
 
 
 warm_modes()

@@ -33,6 +33,9 @@ BASE_PRELOAD: tuple[str, ...] = (
     "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
     "torch",
     "torch.distributed",
+    # torch imports it lazily on the first `autograd.grad` given `grad_outputs` (nearly 1 s on a busy
+    # CPU); it does not import TorchDynamo, which no rank needs (`observer.dynamo_disabled_lazily`)
+    "torch.fx.experimental.symbolic_shapes",
     "distcheck.runtime.launch",
     "distcheck.validate.instrument",
     # last: what torch loads lazily on the first forward under a rank's modes, loaded once here
