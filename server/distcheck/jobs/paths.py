@@ -11,10 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .. import importguard
+from ..runtime.frames import is_user_file
 
 __all__ = ["PathState", "pop_python_path", "purge_user_modules", "push_python_path"]
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass
@@ -61,7 +60,5 @@ def purge_user_modules(before: set[str], dirs: Iterable[str]) -> None:
         if not isinstance(file, str):
             continue
         path = os.path.abspath(file)
-        if path.startswith(_PACKAGE_DIR + os.sep) or "site-packages" in path or "dist-packages" in path:
-            continue
-        if any(path.startswith(p) for p in prefixes):
+        if is_user_file(path) and any(path.startswith(p) for p in prefixes):
             del sys.modules[name]

@@ -29,7 +29,7 @@ from .factory import FactoryRef, resolve_factory
 from .rank import NCCL_SAFE_ENV
 from .rank_devices import resolve_backend, resolve_devices
 from .rank_main import _rank_entry, end_child_process, start_child_process, write_error
-from .resident import ResidentRanks, result_name
+from .resident import ResidentRanks, result_name, retiring
 from .spares_prepared import PreparedRanks
 from .spares_start import _CONTEXTS, BASE_PRELOAD, main_hidden, preload_modules, process_context
 from .supervise import read_failure, stop_all, supervise
@@ -242,7 +242,7 @@ def run_distributed(
         t_started = time.perf_counter()
         results = _results(procs, workdir, timeout_sec, t_start, finished, resident=resident is not None)
         t_done = time.perf_counter()
-        if resident is not None:  # the ranks wait for the caller's next run
+        if resident is not None and not retiring(results):  # the ranks wait for the caller's next run
             resident.keep(procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {})
             keep = True
     except BaseException as exc:
@@ -285,7 +285,9 @@ def _run_resident(
         if on_event:
             for r, p in enumerate(procs):
                 on_event("rank_started", {"rank": r, "pid": p.pid})
-        return _results(procs, workdir, timeout_sec, t_start, finished, resident=True)
+        results = _results(procs, workdir, timeout_sec, t_start, finished, resident=True)
+        resident.kept_after(results)
+        return results
     except BaseException as exc:
         if not isinstance(exc, Exception):
             lifeline.stop_forkserver()

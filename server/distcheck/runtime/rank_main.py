@@ -28,7 +28,7 @@ from ..spec import MLIPSpec
 from . import beacon, lifeline, spares_child
 from .isolation import isolated_global_state
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
-from .resident import RankState, next_job, result_name
+from .resident import RETIRING, RankState, next_job, result_name
 
 __all__ = ["end_child_process", "start_child_process", "write_error"]
 
@@ -103,14 +103,18 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
     served = 0
     before = RankState.take(device)
     while True:
-        guard = isolated_global_state() if job.get("resident") else contextlib.nullcontext()
+        resident = bool(job.get("resident"))
+        guard = isolated_global_state(on_unrestored=None) if resident else contextlib.nullcontext()
         with guard:  # what the model set (default dtype, generators, ...) does not reach the next run
             result = _one_run(rank, job, device, rendezvous)
+        # a setting the model changed cannot be put back: this rank serves no other run (the owner reads
+        # that from the result, so it never sends this process another job)
+        result[RETIRING] = bool(getattr(guard, "unrestored", None))
         tmp = os.path.join(workdir, result_name(rank) + ".tmp")
         torch.save(result, tmp)
         os.replace(tmp, os.path.join(workdir, result_name(rank)))
         beacon.set_phase("done")
-        if not job.get("resident"):
+        if not resident or result[RETIRING]:
             break
         del result
         before.restore()  # path, environment, cwd; the user's modules forgotten: the next factory imports them

@@ -16,7 +16,8 @@ Every run still starts pristine where it matters:
   the forward and removed after it, as in any rank;
 - torch's, numpy's and Python's global state (default dtype, grad mode, determinism, generators, ...)
   is put back after each run (`isolation.isolated_global_state`), and so are the import path, the
-  environment variables and the working directory (`RankState`).
+  environment variables and the working directory (`RankState`); a run that changed what cannot be put
+  back (torch's inter-op threads) retires its ranks (`RETIRING` in their results).
 
 Third-party packages stay imported, as they are in a spare. A run that fails (a rank raised, hung or
 died) stops its ranks: the next run starts fresh ones. The owner releases the ranks when it ends,
@@ -35,10 +36,28 @@ from typing import Any
 
 from . import beacon, run_dirs
 
-__all__ = ["RankState", "ResidentRanks", "forget_user_modules", "job_name", "next_job", "result_name"]
+__all__ = [
+    "RETIRING",
+    "RankState",
+    "ResidentRanks",
+    "forget_user_modules",
+    "job_name",
+    "next_job",
+    "result_name",
+    "retiring",
+]
+
+RETIRING = "retiring"
+"""The key of a rank's result that says it serves no further run: its model changed process state that
+cannot be put back (`isolation.GlobalStateGuard.unrestored`)."""
 
 POLL_S = 0.002
 """How often a waiting rank looks for its next job."""
+
+
+def retiring(results: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a rank of the run these results came from serves no further run (`RETIRING`)."""
+    return any(r.get(RETIRING) for r in results)
 
 
 def job_name(index: int) -> str:
@@ -71,6 +90,14 @@ class ResidentRanks:
             and self.key == _key(factory, world_size, devices, backend, env)
             and all(p.exitcode is None for p in self.procs)
         )
+
+    def kept_after(self, results: Sequence[Mapping[str, Any]]) -> bool:
+        """After a run these ranks served or were started for: whether they stay for the next run (no
+        rank retired); otherwise they are released now."""
+        if retiring(results):
+            self.release()
+            return False
+        return True
 
     def keep(
         self,

@@ -38,7 +38,7 @@ from . import beacon, lifeline
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Prebuilt", "forget_prebuilt", "prebuilt_for", "spare_main", "started_in", "warm_report"]
+__all__ = ["Prebuilt", "forget_prebuilt", "prebuilt_for", "spare_main", "started_in"]
 
 
 @dataclass
@@ -125,19 +125,10 @@ def _job_waiting(conn: Connection) -> bool:
         return False
 
 
-_warm_report: dict[str, Any] | None = None
-
-
-def warm_report() -> dict[str, Any] | None:
-    """What this spare's warm-up did (its phases, and `skipped`: the steps a waiting job made it skip)."""
-    return _warm_report
-
-
 def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Warm this spare: its CUDA context, then (unless its job has arrived meanwhile, which loads what
     it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass and
     the packages the pool names."""
-    global _warm_report
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
 
     t0 = time.perf_counter()
@@ -173,7 +164,6 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
     t1 = time.perf_counter()
     gpu = _gpu_memory(device)
     phases["memory_query"] = time.perf_counter() - t1
-    _warm_report = {"phases": dict(phases), "skipped": list(skipped)}
     return {
         "pid": os.getpid(),
         "device": str(device),

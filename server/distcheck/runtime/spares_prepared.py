@@ -137,7 +137,8 @@ class ValidationSpares:
         the prior spec (its TorchScript mode; the run uses them only if the final spec's is the same)."""
         if self.prepared is None:
             self.prepared = prepare_ranks(self.factory, self.spec, self.world_size, self.devices)
-        # refilled from now on: the ranks of a later attempt (or nothing, when there can be none)
+        # refilled from now on: the ranks of a later attempt (or nothing, when there can be none or the
+        # first attempt's ranks serve them)
         pool().lower(
             rank_counts(self.devices, reference=False) if self.later_attempts else dict.fromkeys(self.devices, 0)
         )

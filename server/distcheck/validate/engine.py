@@ -108,7 +108,9 @@ def run_validation(
     ref, batch, world_size, devices = s.ref, s.batch, s.world_size, s.devices
     watched, meta, t_start, prior = s.watched, s.meta, s.t_start, spec
     budget = Budget(timeout_sec, deadline_sec, start=t_start)
-    ahead = None if session is not None else _spares(ref, devices, world_size, prior, auto_fix and max_fix_attempts > 0)
+    # spares for later attempts only where the first attempt's ranks will not serve them (resident ranks off)
+    later_in_spares = auto_fix and max_fix_attempts > 0 and not resident_enabled()
+    ahead = None if session is not None else _spares(ref, devices, world_size, prior, later_in_spares)
     _emit(progress, "reference_started")
     t0 = time.perf_counter()
     try:

@@ -58,6 +58,30 @@ class FlaggedModel(nn.Module):
         return {"energy": energy, "pid": torch.tensor([float(os.getpid())], dtype=e.dtype)}
 
 
+class InteropModel(nn.Module):
+    """Sets torch's inter-op thread count, which a process can set once and never put back; reports
+    whether the call took and its process."""
+
+    cutoff = 3.0
+    num_interactions = 1
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        try:
+            torch.set_num_interop_threads(
+                max(1, torch.get_num_interop_threads() - 1) if torch.get_num_interop_threads() > 1 else 2
+            )
+            changed = 1.0
+        except RuntimeError:  # set already, or inter-op work started in this process
+            changed = 0.0
+        e = (batch.positions**2).sum(dim=1)
+        energy = torch.zeros(batch.num_systems, dtype=e.dtype, device=e.device).index_add(0, batch.batch, e)
+        return {"energy": energy, "facts": torch.tensor([changed, float(os.getpid())], dtype=e.dtype)}
+
+
+def interop_factory() -> InteropModel:
+    return InteropModel()
+
+
 def state_factory() -> StateModel:
     return StateModel()
 

@@ -169,4 +169,3 @@ def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() 
     claimed = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
     assert "autograd" not in claimed["phases"] and claimed["packages"] == []
     assert claimed["skipped"] == ["autograd", "colorsys"] and "colorsys" not in sys.modules
-    assert spares_child.warm_report() == {"phases": claimed["phases"], "skipped": claimed["skipped"]}

@@ -102,3 +102,21 @@ def test_later_attempts_run_on_the_ranks_of_the_first_and_report_what_fresh_rank
 
     assert stable(kept) == stable(fresh)
     assert pool.report()["devices"] == {}, "idle spares outlived the validation"
+
+
+@pytest.mark.parametrize(("resident", "wanted"), [("1", 0), ("0", 2)])
+def test_spares_are_wanted_for_later_attempts_only_where_no_ranks_serve_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, resident: str, wanted: int
+) -> None:
+    """Once the reference runs, the pool refills spares for a later attempt's ranks only when those
+    ranks will be new processes; the first attempt's resident ranks need none."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("DISTCHECK_RESIDENT_RANKS", resident)
+    seen: list[Any] = []
+
+    def progress(event: str, info: Any) -> None:
+        if event == "attempt_started":
+            seen.append(spares.pool().report()["wanted"].get("cpu"))
+
+    _unaware(max_fix_attempts=2, progress=progress)
+    assert seen and seen[0] == wanted, seen
