@@ -71,6 +71,7 @@ class RankRecord:
     halo_width: float
     peak_memory_bytes: int = 0
     unrouted: list[UnroutedOp] = field(default_factory=list)
+    weights: dict[str, list[float]] | None = None  # model_build.weights_fingerprint of the rank's model
 
     def __post_init__(self) -> None:
         # ranks send plain dicts (their results are loaded with weights_only=True)

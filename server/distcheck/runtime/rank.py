@@ -22,6 +22,7 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from . import beacon
 from .factory import FactoryRef, load_object
+from .model_build import build_wrapper, weights_fingerprint
 from .torchscript import apply_torchscript_mode
 
 __all__ = [
@@ -76,6 +77,7 @@ class PreparedRank:
     local: Any
     instrument: Any
     timings: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, list[float]] | None = None  # model_build.weights_fingerprint of the built wrapper
 
 
 def prepare_rank(
@@ -89,9 +91,8 @@ def prepare_rank(
     t1 = time.perf_counter()
     apply_torchscript_mode(MLIPSpec.from_dict(job["spec"]))  # before the factory's module is imported
     factory: FactoryRef = job["factory"]
-    wrapper = factory.load()()
-    if isinstance(wrapper, torch.nn.Module):
-        wrapper = wrapper.to(device)
+    wrapper = build_wrapper(factory, device)
+    weights = weights_fingerprint(wrapper)
     timings = {"factory": time.perf_counter() - t1}
     batch = Batch.from_state(job["batch"]).to(device)
     spec = MLIPSpec.from_dict(job["spec"])
@@ -103,7 +104,7 @@ def prepare_rank(
     if job.get("instrumentation"):
         instrument = load_object(job["instrumentation"])(job.get("instrumentation_options") or {})
     phase("ready")
-    return PreparedRank(rank, device, wrapper, batch, ctx, part, model, local, instrument, timings)
+    return PreparedRank(rank, device, wrapper, batch, ctx, part, model, local, instrument, timings, weights)
 
 
 def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
@@ -146,6 +147,7 @@ def forward_rank(prep: PreparedRank, phase: PhaseCallback) -> dict[str, Any]:
         "requested_cutoffs": list(ctx.requested_cutoffs),
         "halo_width": float(ctx.halo_width),
         "peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else 0,
+        "weights": prep.weights,
     }
     return {
         "outputs": {k: v.detach().to("cpu") for k, v in outputs.items()},

@@ -280,6 +280,7 @@ def _build(order: dict[str, Any]) -> None:
     import torch
 
     from ..spec import MLIPSpec
+    from .model_build import build_wrapper
     from .rank import configure_rank_process
     from .rank_main import start_child_process
     from .torchscript import apply_torchscript_mode
@@ -297,9 +298,7 @@ def _build(order: dict[str, Any]) -> None:
     error: BaseException | None = None
     try:
         apply_torchscript_mode(spec)  # before the factory's module is imported, as in a rank
-        wrapper = order["factory"].load()()
-        if isinstance(wrapper, torch.nn.Module):
-            wrapper = wrapper.to(device)
+        wrapper = build_wrapper(order["factory"], device)
     except BaseException as exc:  # raised again in the run, where the rank reports it
         error = exc
     _prebuilt = Prebuilt(

@@ -38,6 +38,7 @@ from .diff import compare_outputs, failing_atom_errors, nonfinite_report
 from .errors import nan_hint
 from .health import halo_completeness, partition_health
 from .layers import compare_layers
+from .model_identity import factory_mismatch
 from .outputs import OutputProblem, nonfinite_counts, output_error, problem_from_error, rank_problems
 from .receptive import effective_depth
 from .replicas import check_replicas
@@ -53,6 +54,20 @@ def reference_outputs(reference: Mapping[str, Any]) -> dict[str, torch.Tensor]:
 
 def _verdicts(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, OutputVerdict]:
     return {name: OutputVerdict(**dict(v)) for name, v in raw.items()}
+
+
+def _mismatch_attempt(
+    index: int,
+    spec: MLIPSpec,
+    rationale: str,
+    rule: str | None,
+    error: WorkerError,
+    timings: dict[str, float],
+    reused: bool,
+) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    attempt = failed_attempt(index, spec, rationale, rule, error, timings)
+    attempt.reused_run = reused
+    return attempt, {}, []
 
 
 def evaluate_run(
@@ -71,7 +86,10 @@ def evaluate_run(
     (again under `spec` when the run is `reused`) and compared with the reference, replicated outputs
     rank against rank, watched helpers, the first divergent layer, halo completeness and non-finite
     values. Returns the attempt, the raw per-output comparison and the helper diagnoses (auto-fix's
-    evidence); an attempt whose outputs cannot be compared is errored (`meta.output_problems`)."""
+    evidence); an attempt whose outputs cannot be compared is errored (`meta.output_problems`), and so
+    is one that fails while its ranks built another model than the reference (`model_identity`)."""
+    # the ranks built another model than the reference: what explains outputs that differ (no spec can fix it)
+    mismatch = factory_mismatch(reference, run.records)
     ref = reference_outputs(reference)
     problems = rank_problems(run.rank_outputs, run.rows, ref, spec.output_kinds)
     outputs: dict[str, torch.Tensor] = {}
@@ -82,6 +100,8 @@ def evaluate_run(
             outputs, kinds = consolidated.outputs, consolidated.kinds
         except WrapperError as err:
             problems = [problem_from_error(err)]
+    if problems and mismatch is not None:
+        return _mismatch_attempt(index, spec, rationale, rule, mismatch, timings, reused)
     if problems:  # the outputs cannot be compared: an errored attempt, no verdicts
         return output_attempt(index, spec, rationale, rule, problems, reference, meta, timings, reused), {}, []
     raw = compare_outputs(outputs, ref, spec.output_kinds, opts["atol"], opts["rtol"])
@@ -98,6 +118,8 @@ def evaluate_run(
         rank_layers=_rank_layers(run) if opts["layer_diagnostic"] else None,
     )
     passed = all(v["passed"] for v in raw.values()) and bool(raw) and not disagreements
+    if not passed and mismatch is not None:
+        return _mismatch_attempt(index, spec, rationale, rule, mismatch, timings, reused)
     helpers = diagnose_helpers(
         reference["helpers"],
         [(i or {}).get("helpers") for i in run.instrumentation],

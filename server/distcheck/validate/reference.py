@@ -29,8 +29,10 @@ from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
 from ..runtime.launch import main_hidden, process_context
 from ..runtime.model import wrapper_attr
+from ..runtime.model_build import build_wrapper, weights_fingerprint
 from ..runtime.rank import error_record
 from ..runtime.rank_main import end_child_process, start_child_process, write_error
+from ..runtime.source import definition_site
 from ..runtime.spares_cache import third_party_since
 from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
@@ -141,6 +143,13 @@ def _model_packages(before: set[str], built: set[str], watched: Sequence[str]) -
     return {k: v for k, v in found.items() if k not in tracer_only}
 
 
+def _factory_frame(factory: FactoryRef) -> dict[str, Any] | None:
+    """Where the factory is defined (`{"file", "line", "function"}`), for a report that points at it;
+    None when its source cannot be found."""
+    site = definition_site(factory.load())
+    return None if site is None else {"file": site[0], "line": site[1], "function": factory.qualname}
+
+
 def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
     """Run the wrapper once in this process with every recorder attached (called in the child): the
     result to hand over, and the probe that measures the receptive field afterwards."""
@@ -150,9 +159,8 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
     loaded_before = set(sys.modules)
     t0 = time.perf_counter()
     factory: FactoryRef = job["factory"]
-    wrapper = factory.load()()
-    if isinstance(wrapper, torch.nn.Module):
-        wrapper = wrapper.to(device)
+    wrapper = build_wrapper(factory, device)
+    weights = weights_fingerprint(wrapper)
     t_factory = time.perf_counter() - t0
     built = set(sys.modules)
     batch = Batch.from_state(job["batch"]).to(device)
@@ -196,6 +204,8 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         "helpers": tracer.collect(),
         "layers": layers.collect(),
         "wrapper": info,
+        "weights": weights,
+        "factory_frame": _factory_frame(factory),
         "timings": {"factory": t_factory, "forward": t_forward},
         # what the spares of this target's next validation import ahead (`spares_cache`)
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
