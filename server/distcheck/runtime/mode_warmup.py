@@ -45,7 +45,8 @@ def warm_modes() -> None:
     backward: the autograd engine's first run starts its device threads, which in a CUDA build of torch
     initialise CUDA, and processes forked from a forkserver that did cannot use the GPU. (What
     `autograd.grad` loads lazily, the symbolic-shape helpers, `spares_start.BASE_PRELOAD` imports.)"""
-    pos = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    # no random draw: processes forked from here must start with torch's generator untouched
+    pos = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3).requires_grad_(True)
     index = torch.tensor([0, 0, 1, 1])
     with _PassFunctions(), _PassDispatch():  # type: ignore[no-untyped-call]
         energy = torch.zeros(2, dtype=pos.dtype).index_add(0, index, (pos**2).sum(dim=1))

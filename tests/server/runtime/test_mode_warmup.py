@@ -41,3 +41,17 @@ def test_no_rank_and_no_forkserver_imports_torch_dynamo() -> None:
     assert [r[0] for r in facts["ranks"]] == [0.0, 0.0], f"a rank's forward loaded TorchDynamo: {facts}"
     assert [r[1] for r in facts["ranks"]] == [1.0, 1.0], f"the ranks loaded what autograd.grad needs: {facts}"
     assert facts["here"] is False, "the warm-up of the modes loaded TorchDynamo"
+
+
+def test_the_warm_ups_draw_no_random_numbers() -> None:
+    """The forkserver's mode warm-up and a spare's autograd warm-up leave torch's generator as they found
+    it: what a process's model draws must not depend on which warm-ups ran there."""
+    import torch
+
+    from distcheck.runtime import spares_child
+    from distcheck.runtime.mode_warmup import warm_modes
+
+    before = torch.get_rng_state()
+    warm_modes()
+    spares_child._warm_autograd(torch.device("cpu"))
+    assert torch.equal(before, torch.get_rng_state())
