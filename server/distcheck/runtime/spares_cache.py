@@ -7,7 +7,12 @@ next validation of that target asks its spares to import them ahead (`packages_f
 in DISTCHECK_SPARE_PACKAGES (comma-separated). Only installed packages are listed, never a module of the user's own
 directories, so the user's code is still imported fresh in every rank. The file is dropped
 whenever the environment changes: another interpreter or Python, another torch, a package
-installed or removed (a site directory's mtime), or a listed package's file changed. No torch.
+installed or removed (a site directory's mtime), or a listed package's file changed.
+
+Beside them, per target, the spec its last validation's first attempt ran under and the signature of
+the prior it started from (`record_first_spec`, `first_spec_for`): the next validation from the same
+prior runs its first attempt under that spec while its reference runs (`validate/attempt_ahead.py`).
+It is a guess, used only when the spec inferred this time is the same. No torch.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["cache_path", "fingerprint", "packages_for", "record", "third_party_since"]
+__all__ = [
+    "cache_path",
+    "fingerprint",
+    "first_spec_for",
+    "packages_for",
+    "record",
+    "record_first_spec",
+    "third_party_since",
+]
 
 MAX_TARGETS = 64
 _ALWAYS = {"torch", "distcheck", "numpy", "__main__", "__mp_main__"}
@@ -124,8 +137,8 @@ def record(target: str, packages: dict[str, str]) -> None:
     validation's spares would all be replaced. A learned package goes when its file or the
     environment changes. Best effort: an unwritable cache only means nothing is learned."""
     data = _read()
-    previous = data.get("targets", {}).get(target, {})
-    kept = previous.get("packages", {}) if isinstance(previous, dict) else {}
+    previous = _entry(data, target)
+    kept = previous.get("packages", {})
     stamped = {
         name: entry
         for name, entry in (kept.items() if isinstance(kept, dict) else ())
@@ -134,8 +147,35 @@ def record(target: str, packages: dict[str, str]) -> None:
     for name, origin in packages.items():
         with contextlib.suppress(OSError):
             stamped[name] = [origin, os.stat(origin).st_mtime_ns]
+    _write(data, target, {**previous, "packages": stamped})
+
+
+def first_spec_for(target: str, prior: str) -> dict[str, Any] | None:
+    """The spec (`MLIPSpec.to_dict()`) `target`'s last validation ran its first attempt under, when
+    that validation started from a prior with signature `prior`; else None."""
+    entry = _entry(_read(), target).get("first_spec")
+    if isinstance(entry, dict) and entry.get("prior") == prior and isinstance(entry.get("spec"), dict):
+        return dict(entry["spec"])
+    return None
+
+
+def record_first_spec(target: str, prior: str, spec: dict[str, Any]) -> None:
+    """Remember that `target`'s first attempt ran under `spec` starting from prior signature `prior`
+    (best effort, as `record`)."""
+    data = _read()
+    _write(data, target, {**_entry(data, target), "first_spec": {"prior": prior, "spec": spec}})
+
+
+def _entry(data: dict[str, Any], target: str) -> dict[str, Any]:
+    entry = data.get("targets", {}).get(target, {})
+    return dict(entry) if isinstance(entry, dict) else {}
+
+
+def _write(data: dict[str, Any], target: str, entry: dict[str, Any]) -> None:
+    """`data` with `target`'s entry replaced by `entry` (moved to the newest end; the newest
+    `MAX_TARGETS` kept), written in one step."""
     targets = {k: v for k, v in data.get("targets", {}).items() if k != target}
-    targets[target] = {"packages": stamped}
+    targets[target] = entry
     targets = dict(list(targets.items())[-MAX_TARGETS:])
     path = cache_path()
     try:

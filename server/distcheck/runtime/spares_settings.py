@@ -5,7 +5,8 @@ forkserver (DISTCHECK_START_METHOD) does too. DISTCHECK_SPARES_MAX (spares held 
 DISTCHECK_SPARES_MAX_GPU_MB (their GPU memory, unbounded by default), DISTCHECK_SPARES_IDLE_S (how long
 an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm between validations for
 that long, as `spares.keep_warm` does) are read when the pool is made. DISTCHECK_RESIDENT_RANKS=0 starts
-every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`). No torch.
+every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`);
+DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts (`attempt_ahead`). No torch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["MIB", "PoolBounds", "enabled", "pool_bounds", "resident_enabled"]
+__all__ = ["MIB", "PoolBounds", "attempt_ahead_enabled", "enabled", "pool_bounds", "resident_enabled"]
 
 MIB = 1024 * 1024
 
@@ -26,6 +27,12 @@ def resident_enabled() -> bool:
     """Whether a validation keeps its ranks alive between its runs (not turned off by
     DISTCHECK_RESIDENT_RANKS=0)."""
     return not _off("DISTCHECK_RESIDENT_RANKS")
+
+
+def attempt_ahead_enabled() -> bool:
+    """Whether a validation may run its first attempt while its reference runs, under the spec its
+    target's last validation started with (not turned off by DISTCHECK_ATTEMPT_AHEAD=0)."""
+    return not _off("DISTCHECK_ATTEMPT_AHEAD")
 
 
 def enabled() -> bool:

@@ -24,8 +24,10 @@ from ..runtime.model import WrapperError
 from ..runtime.resident import ResidentRanks
 from ..runtime.spares_cache import packages_for, record
 from ..runtime.spares_prepared import ValidationSpares
-from ..runtime.spares_settings import resident_enabled
+from ..runtime.spares_settings import attempt_ahead_enabled, resident_enabled
+from ..runtime.spares_settings import enabled as spares_enabled
 from ..spec import MLIPSpec
+from .attempt_ahead import AttemptAhead, planned_first_spec, remember_first_spec
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
 from .autofix import FixContext, propose
 from .deadline import Budget
@@ -110,34 +112,81 @@ def run_validation(
     budget = Budget(timeout_sec, deadline_sec, start=t_start)
     # spares for later attempts only where the first attempt's ranks will not serve them (resident ranks off)
     later_in_spares = auto_fix and max_fix_attempts > 0 and not resident_enabled()
-    ahead = None if session is not None else _spares(ref, devices, world_size, prior, later_in_spares)
-    _emit(progress, "reference_started")
-    t0 = time.perf_counter()
-    try:
-        reference_run = run_reference(
-            ref,
-            batch,
-            device=devices[0],
-            helper_packages=watched,
-            helper_sample_every=helper_sample_every,
-            layer_diagnostic=layer_diagnostic,
-            timeout_sec=budget.run_timeout(),
-            ahead=ahead,
-        )
-    except DistributedError as err:
-        meta.timings = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
-        attempt = failed_attempt(
-            0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
-        )
-        report = TraceReport(ok=False, spec=attempt.spec, attempts=[attempt], next_action="", meta=meta)
-        report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
-        report.next_action = next_action(report)
-        return report
-    t_reference = time.perf_counter() - t0
+    resident_on = session is None and resident_enabled()
+    planned = None  # the first attempt's spec last time: its ranks run it while the reference runs
+    if resident_on and spares_enabled() and attempt_ahead_enabled():
+        planned = planned_first_spec(ref.describe(), prior)
+    ahead = None if session is not None else _spares(ref, devices, world_size, planned or prior, later_in_spares)
     # the ranks of a run that ended well serve the next one (released however the validation ends)
-    with reference_run, ResidentRanks() as kept:
-        resident = kept if session is None and resident_enabled() else None
-        return _from_reference(request, s, reference_run, t_reference, budget, ahead, resident, progress, session)
+    with ResidentRanks() as kept:
+        resident = kept if resident_on else None
+        early = None
+        if planned is not None and ahead is not None and resident is not None:
+            early = AttemptAhead(planned, functools.partial(_launch_ranks, request, s, budget, ahead, resident))
+        _emit(progress, "reference_started")
+        t0 = time.perf_counter()
+        try:
+            reference_run = run_reference(
+                ref,
+                batch,
+                device=devices[0],
+                helper_packages=watched,
+                helper_sample_every=helper_sample_every,
+                layer_diagnostic=layer_diagnostic,
+                timeout_sec=budget.run_timeout(),
+                ahead=ahead,
+                while_running=early,
+            )
+        except DistributedError as err:
+            meta.timings = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}
+            attempt = failed_attempt(
+                0, MLIPSpec.coerce(prior) if prior is not None else MLIPSpec(), "reference run", None, err, {}
+            )
+            report = TraceReport(ok=False, spec=attempt.spec, attempts=[attempt], next_action="", meta=meta)
+            report.deadline = budget.reached("reference", 0) if budget.cut_short(err) else None
+            report.next_action = next_action(report)
+            return report
+        t_reference = time.perf_counter() - t0
+        with reference_run:
+            return _from_reference(
+                request, s, reference_run, t_reference, budget, ahead, resident, early, progress, session
+            )
+
+
+def _instrumentation_options(request: ValidationRequest, s: RunSetup) -> dict[str, Any]:
+    """What `RANK_INSTRUMENTATION` records in every rank (the watched helpers that exist, layers)."""
+    return {
+        "helper_packages": s.watched,
+        "helper_sample_every": request.helper_sample_every,
+        "layer_diagnostic": request.layer_diagnostic,
+    }
+
+
+def _launch_ranks(
+    request: ValidationRequest,
+    s: RunSetup,
+    budget: Budget,
+    ahead: ValidationSpares | None,
+    resident: ResidentRanks | None,
+    spec: MLIPSpec,
+    on_event: Callable[[str, Mapping[str, Any]], None],
+) -> DistributedRun:
+    """One run of this validation's ranks under `spec` (started here, not by a launcher): the ranks
+    built during the reference when they were built for it, else resident ones, else new ones."""
+    return run_distributed(
+        s.ref,
+        s.batch,
+        spec,
+        world_size=s.world_size,
+        device=s.devices,
+        backend=s.backend,
+        timeout_sec=budget.run_timeout(clip=True),
+        instrumentation=RANK_INSTRUMENTATION,
+        instrumentation_options=_instrumentation_options(request, s),
+        on_event=on_event,
+        prepared=ahead.take() if ahead is not None else None,
+        resident=resident,
+    )
 
 
 def _initial_spec(
@@ -164,14 +213,15 @@ def _from_reference(
     budget: Budget,
     ahead: ValidationSpares | None,
     resident: ResidentRanks | None,
+    early: AttemptAhead | None,
     progress: ProgressCallback | None,
     session: GroupSession | None,
 ) -> TraceReport:
     """The attempts and the report once the reference has handed over its outputs (its child still
     measuring the receptive field: collected after the first attempt's ranks ran, see
-    `reference_field`)."""
+    `reference_field`). `early`: the first attempt's run made while the reference ran, taken when
+    its spec is the first attempt's."""
     auto_fix, max_fix_attempts, prior = request.auto_fix, request.max_fix_attempts, request.spec
-    helper_sample_every, layer_diagnostic = request.helper_sample_every, request.layer_diagnostic
     ref, batch, world_size, devices, resolved_backend = s.ref, s.batch, s.world_size, s.devices, s.backend
     atol, rtol, watched, meta, opts, t_start = s.atol, s.rtol, s.watched, s.meta, s.opts, s.t_start
     reference = reference_run.result
@@ -211,11 +261,7 @@ def _from_reference(
         resident=resident,
     )
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, control, atol, rtol)
-    instrumentation_options = {
-        "helper_packages": watched,
-        "helper_sample_every": helper_sample_every,
-        "layer_diagnostic": layer_diagnostic,
-    }
+    instrumentation_options = _instrumentation_options(request, s)
 
     def launch(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError:
         """One run of the ranks under `spec`, or what stopped it."""
@@ -228,22 +274,15 @@ def _from_reference(
                     instrumentation=RANK_INSTRUMENTATION,
                     instrumentation_options=instrumentation_options,
                 )
-            return run_distributed(
-                ref,
-                batch,
-                spec,
-                world_size=world_size,
-                device=devices,
-                backend=resolved_backend,
-                timeout_sec=budget.run_timeout(clip=True),
-                instrumentation=RANK_INSTRUMENTATION,
-                instrumentation_options=instrumentation_options,
-                on_event=lambda name, info: _emit(progress, name, **info),
-                prepared=ahead.take() if ahead is not None else None,  # built during the reference
-                resident=resident,
+            return _launch_ranks(
+                request, s, budget, ahead, resident, spec, lambda name, info: _emit(progress, name, **info)
             )
         except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs
             return err
+
+    def taken_ahead(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError | None:
+        """The outcome of the run made ahead when it was made under `spec` (its progress events sent now)."""
+        return early.take(spec, lambda name, info: _emit(progress, name, **info)) if early is not None else None
 
     run: DistributedRun | None = None
     needs_run = True
@@ -266,9 +305,13 @@ def _from_reference(
         )
         t1 = time.perf_counter()
         if needs_run or run is None:
-            outcome = launch(current)
-            field_wait = 0.0
-            if index == 0:  # ran while the reference measured its receptive field: is the spec still the first?
+            field_wait, ran_ahead = 0.0, False
+            if index == 0:
+                outcome: DistributedRun | DistributedError | WrapperError | None = taken_ahead(current)
+                ran_ahead = outcome is not None
+                # a run made ahead under another spec may be the one the receptive field gives: measure first
+                if outcome is None and not (early is not None and early.pending):
+                    outcome = launch(current)  # runs while the reference measures the receptive field
                 t_field = time.perf_counter()
                 reference["receptive_field"] = reference_run.field.collect()
                 field_wait = time.perf_counter() - t_field
@@ -276,10 +319,17 @@ def _from_reference(
                     reference, batch.num_atoms, batch.num_systems, prior
                 )
                 meta.inference_notes = notes
-                if measured.signature() != current.signature():
+                if outcome is None or measured.signature() != current.signature():
                     current = measured
                     tried.add(current.signature())
-                    outcome = launch(current)
+                    outcome = taken_ahead(current)
+                    ran_ahead = outcome is not None
+                    if outcome is None:
+                        outcome = launch(current)
+                if ahead is not None:  # what the next validation of this target runs ahead
+                    remember_first_spec(ref.describe(), prior, current)
+            else:
+                outcome = launch(current)
             if isinstance(outcome, DistributedError):
                 attempts.append(
                     failed_attempt(index, current, rationale, rule, outcome, {"attempt": time.perf_counter() - t1})
@@ -300,6 +350,8 @@ def _from_reference(
                 timings["factory_ahead"] = timings.pop("rank_factory", 0.0)
             if index == 0:
                 timings["field_wait"] = field_wait
+            if ran_ahead and early is not None:  # ran while the reference ran: not part of this attempt's wall time
+                timings["ran_ahead"] = early.seconds
             reused = False
         else:
             timings = {}

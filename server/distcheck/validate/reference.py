@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,6 +278,7 @@ def run_reference(
     layer_diagnostic: bool,
     timeout_sec: float,
     ahead: ValidationSpares | None = None,
+    while_running: Callable[[], None] | None = None,
 ) -> ReferenceRun:
     """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
     is the reference) or `RankTimeout` (with the child's Python stack) like a distributed run would.
@@ -285,8 +286,10 @@ def run_reference(
     outlives the call, also when the call is interrupted (KeyboardInterrupt) while the child starts.
     The child is a spare when the pool has one (warm: torch, its CUDA context, the target's packages).
     `ahead` (the validation's spares) is asked for its spares first and, once this run has its process,
-    has the first attempt's ranks built while it runs. Returns as soon as the child has handed over its
-    outputs; the child measures the receptive field on (`ReferenceRun.field`), within the same bound."""
+    has the first attempt's ranks built while it runs. `while_running()` is called once the child is
+    started and those ranks are asked for (the first attempt run ahead, `attempt_ahead.py`); the child
+    is stopped when it raises. Returns as soon as the child has handed over its outputs; the child
+    measures the receptive field on (`ReferenceRun.field`), within the same bound."""
     run_dir = run_dirs.make_run_dir("ref")
     workdir = run_dir.path
     job = {
@@ -315,6 +318,9 @@ def run_reference(
         if ahead is not None:
             ahead.prepare()
         t_prepared = time.perf_counter()
+        if while_running is not None:
+            while_running()
+        t_ahead = time.perf_counter()
         deadline = t_start + timeout_sec
         if not _first_result(proc, result_path, deadline):
             try:  # the child exited without a result or ran out of time: name why
@@ -342,6 +348,8 @@ def run_reference(
         phases = result["timings"]
         phases["until_entry"] = phases.pop("entered_at") - started_at
         phases["prepare_ranks"] = t_prepared - t_start
+        if while_running is not None:
+            phases["while_running"] = t_ahead - t_prepared
         phases["until_result"] = t_seen - t_start
         phases["load"] = time.perf_counter() - t_seen
         pending = PendingField(procs, run_dir, deadline, result.get("receptive_cutoff"))
