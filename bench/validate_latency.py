@@ -1,6 +1,8 @@
 """Validation latency, today's path (every process forked from the warm pool when it is needed) against
 spares (processes forked ahead, warm, the first attempt's ranks built while the reference runs, later
-runs on the first attempt's ranks kept resident), side by side in one run. Prints figures; asserts nothing.
+runs on the first attempt's ranks kept resident), with and without the first attempt run ahead of the
+reference (`validate/attempt_ahead.py`: the warm rows validate one target repeatedly, so from the
+warm-up on the spec is remembered), side by side in one run. Prints figures; asserts nothing.
 
     .venv/bin/python bench/validate_latency.py [--device cpu|cuda:0] [--repeats 3] [--sizes 1k,10k,100k]
 
@@ -40,8 +42,9 @@ DEVICE = "cpu"
 
 
 @contextmanager
-def mode(spares_on: bool, world_size: int = 2) -> Iterator[None]:
-    """Today's path (DISTCHECK_SPARES=0) or spares kept warm for validations of `world_size` ranks."""
+def mode(spares_on: bool, world_size: int = 2, ahead: bool = True) -> Iterator[None]:
+    """Today's path (DISTCHECK_SPARES=0) or spares kept warm for validations of `world_size` ranks,
+    with the first attempt run ahead of the reference (the target validated before) or not."""
     from distcheck.runtime import spares
 
     pool = spares.pool()
@@ -51,11 +54,14 @@ def mode(spares_on: bool, world_size: int = 2) -> Iterator[None]:
     else:
         os.environ.pop("DISTCHECK_SPARES", None)
         spares.keep_warm(DEVICE, world_size)
+    if not ahead:
+        os.environ["DISTCHECK_ATTEMPT_AHEAD"] = "0"
     try:
         yield
     finally:
         os.environ.pop("DISTCHECK_SPARES", None)
         os.environ.pop("DISTCHECK_RESIDENT_RANKS", None)
+        os.environ.pop("DISTCHECK_ATTEMPT_AHEAD", None)
         pool.keep_s = None
         pool.trim()
 
@@ -84,7 +90,8 @@ def validate(factory: Any, batch: Any, world_size: int, **options: Any) -> Any:
 
 
 def split(report: Any, wall: float) -> tuple[float, float, float]:
-    """(wall, reference, ranks): ranks = everything after the reference."""
+    """(wall, reference, ranks): ranks = everything after the reference (the reference includes the
+    first attempt when it ran ahead)."""
     ref = float(report.meta.timings["reference"])
     return wall, ref, float(report.meta.timings["total"]) - ref
 
@@ -121,7 +128,17 @@ def single_forward(factory: Callable[[], Any], batch: Any, repeats: int) -> floa
     return min(times[1:])
 
 
-PHASES = ("until_entry", "factory", "forward", "receptive_field", "body", "until_result", "prepare_ranks", "load")
+PHASES = (
+    "until_entry",
+    "factory",
+    "forward",
+    "receptive_field",
+    "body",
+    "until_result",
+    "prepare_ranks",
+    "while_running",
+    "load",
+)
 
 
 def attempt_phases(report: Any) -> str:
@@ -343,7 +360,7 @@ def main() -> None:
     print(f"distcheck validation latency, {DEVICE}, gloo, torch {torch.__version__}, {os.cpu_count()} CPUs")
     print(f"load average at start: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("wall (reference / ranks) in s; warm rows min of", args.repeats, "after a warm-up\n")
-    header = f"{'case':<34} {'today':>22} {'spares':>22} {'single fwd+F':>13}"
+    header = f"{'case':<34} {'today':>22} {'spares, not ahead':>22} {'spares':>22} {'single fwd+F':>13}"
     print(header)
     print("-" * len(header))
     rows: list[tuple[str, Any, Any, int]] = []
@@ -362,16 +379,16 @@ def main() -> None:
             )
     for name, factory, batch, w in rows:
         results, reports = [], []
-        for on in (False, True):
-            with mode(on, w):
+        for on, ahead in ((False, False), (True, False), (True, True)):
+            with mode(on, w, ahead):
                 *row, report = timed(factory, batch, w, args.repeats)
                 results.append(tuple(row))
                 reports.append(report)
         fwd = single_forward(factory, batch, args.repeats)
-        print(f"{name:<34} {fmt(results[0])} {fmt(results[1])} {fwd:11.3f} s", flush=True)
-        for label, report in zip(("today", "spares"), reports):
-            print(f"    reference, {label:<6}: {phases(report)}", flush=True)
-            print(f"    attempt 0, {label:<6}: {attempt_phases(report)}", flush=True)
+        print(f"{name:<34} {fmt(results[0])} {fmt(results[1])} {fmt(results[2])} {fwd:11.3f} s", flush=True)
+        for label, report in zip(("today", "not ahead", "spares"), reports):
+            print(f"    reference, {label:<9}: {phases(report)}", flush=True)
+            print(f"    attempt 0, {label:<9}: {attempt_phases(report)}", flush=True)
     if "fresh" not in skip:
         print(
             f"{'first validation, fresh process':<34} {fmt(fresh_process(False))} {fmt(fresh_process(True))}",

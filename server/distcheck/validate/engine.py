@@ -330,17 +330,18 @@ def _from_reference(
                     remember_first_spec(ref.describe(), prior, current)
             else:
                 outcome = launch(current)
+            # a run made while the reference ran: its wall time, not part of this attempt's
+            ahead_timings = {"ran_ahead": early.seconds} if ran_ahead and early is not None else {}
             if isinstance(outcome, DistributedError):
-                attempts.append(
-                    failed_attempt(index, current, rationale, rule, outcome, {"attempt": time.perf_counter() - t1})
-                )
+                timings = {**ahead_timings, "attempt": time.perf_counter() - t1}
+                attempts.append(failed_attempt(index, current, rationale, rule, outcome, timings))
                 if budget.cut_short(outcome):
                     stopped = budget.reached("attempt", len(attempts))
                 run = None
                 break
             if isinstance(outcome, WrapperError):
                 problems = [problem_from_error(outcome)]
-                timings = {"attempt": time.perf_counter() - t1}
+                timings = {**ahead_timings, "attempt": time.perf_counter() - t1}
                 attempts.append(output_attempt(index, current, rationale, rule, problems, reference, meta, timings))
                 run = None
                 break
@@ -350,8 +351,7 @@ def _from_reference(
                 timings["factory_ahead"] = timings.pop("rank_factory", 0.0)
             if index == 0:
                 timings["field_wait"] = field_wait
-            if ran_ahead and early is not None:  # ran while the reference ran: not part of this attempt's wall time
-                timings["ran_ahead"] = early.seconds
+            timings.update(ahead_timings)
             reused = False
         else:
             timings = {}

@@ -1,8 +1,8 @@
 """The fault rules hold for spares: whatever the owner is doing when it dies (SIGKILL included), its
 idle spares, the spares building a validation's ranks ahead, the spares running ranks and the ranks
-kept resident for a validation's later runs are gone afterwards, with what they started, and no run
-directory is left. The fixture checks the whole tree by marker; each test also checks the processes it
-saw by pid."""
+kept resident for a validation's later runs (and those running its first attempt ahead, while its
+reference runs) are gone afterwards, with what they started, and no run directory is left. The
+fixture checks the whole tree by marker; each test also checks the processes it saw by pid."""
 
 from __future__ import annotations
 
@@ -117,4 +117,31 @@ def test_owner_killed_while_resident_ranks_serve_a_later_run(faults: Faults) -> 
     ranks = [int(faults.wait_marker(f"resident-{r}", proc, timeout=120)) for r in ("0", "1")]
     os.kill(proc.pid, signal.SIGKILL)
     assert faults.finish(proc, timeout=10) == -9
+    assert all(_gone(p, wait=15) for p in ranks), ranks
+
+
+def test_ctrl_c_while_the_first_attempt_runs_ahead(faults: Faults) -> None:
+    """The CLI interrupted while the ranks run the first attempt ahead (a first spec remembered for the
+    target, the reference not yet reported): exit 130 with one line, no traceback, nothing left."""
+    from distcheck.runtime import spares_cache
+    from distcheck.spec import MLIPSpec
+
+    cache = faults.work / "cache"
+    target = model("ahead_block")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    try:
+        spares_cache.record_first_spec(target, "", MLIPSpec().to_dict())
+    finally:
+        if previous is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = previous
+    proc = faults.cli(target, "--timeout", "120", XDG_CACHE_HOME=str(cache))
+    ranks = [int(faults.wait_marker(f"ahead-{r}", proc, timeout=120)) for r in ("0", "1")]
+    os.killpg(proc.pid, signal.SIGINT)
+    assert faults.finish(proc, timeout=20) == 130
+    err = faults.stderr(proc)
+    assert "reference run finished" not in err, "the ranks did not run ahead of the reference"
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("distcheck: "), err
     assert all(_gone(p, wait=15) for p in ranks), ranks
