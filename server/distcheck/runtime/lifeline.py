@@ -228,9 +228,22 @@ def _owner_alive() -> bool:
     return fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_EXITING
 
 
+_stopping = False
+"""Set once the forkserver has begun its last cleanup (from a signal or its exit handler): a stop or
+owner-gone signal delivered meanwhile returns at once. Run again from inside the first, the cleanup
+would wait forever on a lock the first holds (tempfile's, while it looks for run directories to
+sweep), and the forkserver, an orphan by then, would keep the owner's stdout and stderr open."""
+
+
 def _forkserver_cleanup() -> None:
-    if os.getpid() != _forkserver_pid:
+    """Kill what the forkserver started and, when its owner is gone, sweep the owner's run directories.
+    Runs once, from whichever comes first: a stop or owner-gone signal, or the exit handler when the
+    owner closed the forkserver's pipe (an owner that exits then signals owner-gone a moment later,
+    while this may still run)."""
+    global _stopping
+    if os.getpid() != _forkserver_pid or _stopping:
         return
+    _stopping = True
     kill_tree()
     if _forkserver_owner is not None and not _owner_alive():
         _sweep_dying_owner(_forkserver_owner)
@@ -267,31 +280,20 @@ def _remove_owner_socket_dir() -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-_stopping = False
-"""Set once the forkserver has begun its last cleanup: a second stop or owner-gone signal delivered
-meanwhile returns at once. Run again from inside the first, the cleanup would wait forever on a lock the
-first holds (tempfile's, while it looks for run directories to sweep), and the forkserver, an orphan by
-then, would keep the owner's stdout and stderr open."""
-
-
 def _forkserver_owner_gone(signum: int, frame: FrameType | None) -> None:
-    global _stopping
     if os.getpid() != _forkserver_pid or _stopping or _owner_alive():
         return  # a rank (not meant for it), cleaning up already, or only the owner's starting thread ended
-    _stopping = True
     _forkserver_cleanup()
     os._exit(0)
 
 
 def _forkserver_stopped(signum: int, frame: FrameType | None) -> None:
-    global _stopping
     if os.getpid() != _forkserver_pid:  # a just-forked rank that has not reset its handlers yet
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
     if _stopping:  # the cleanup under way exits when it is done
         return
-    _stopping = True
     _forkserver_cleanup()
     os._exit(128 + signum)
 

@@ -6,7 +6,8 @@ DISTCHECK_SPARES_MAX_GPU_MB (their GPU memory, unbounded by default), DISTCHECK_
 an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm between validations for
 that long, as `spares.keep_warm` does) are read when the pool is made. DISTCHECK_RESIDENT_RANKS=0 starts
 every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`);
-DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts (`attempt_ahead`). No torch.
+DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts, =1 never waits, unset
+waits only where there are fewer cores than processes to run at once (`attempt_ahead`). No torch.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ __all__ = ["MIB", "PoolBounds", "attempt_ahead_enabled", "enabled", "pool_bounds
 MIB = 1024 * 1024
 
 
+_OFF = ("0", "false", "no", "off")
+
+
 def _off(name: str) -> bool:
-    return os.environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
+    return os.environ.get(name, "1").strip().lower() in _OFF
 
 
 def resident_enabled() -> bool:
@@ -29,10 +33,19 @@ def resident_enabled() -> bool:
     return not _off("DISTCHECK_RESIDENT_RANKS")
 
 
-def attempt_ahead_enabled() -> bool:
-    """Whether a validation may run its first attempt while its reference runs, under the spec its
-    target's last validation started with (not turned off by DISTCHECK_ATTEMPT_AHEAD=0)."""
-    return not _off("DISTCHECK_ATTEMPT_AHEAD")
+def attempt_ahead_enabled(world_size: int) -> bool:
+    """Whether a validation of `world_size` ranks may run its first attempt while its reference runs,
+    under the spec its target's last validation started with: DISTCHECK_ATTEMPT_AHEAD=1 always, =0
+    never; unset, when this process may run on a core for the reference and one for each rank (they
+    run at once; on fewer they only take turns, and the overlap gains nothing)."""
+    value = os.environ.get("DISTCHECK_ATTEMPT_AHEAD", "").strip().lower()
+    if value in _OFF:
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    from ..rank_limits import usable_cores
+
+    return usable_cores() >= world_size + 1
 
 
 def enabled() -> bool:

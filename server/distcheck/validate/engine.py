@@ -114,7 +114,7 @@ def run_validation(
     later_in_spares = auto_fix and max_fix_attempts > 0 and not resident_enabled()
     resident_on = session is None and resident_enabled()
     planned = None  # the first attempt's spec last time: its ranks run it while the reference runs
-    if resident_on and spares_enabled() and attempt_ahead_enabled():
+    if resident_on and spares_enabled() and attempt_ahead_enabled(world_size):
         planned = planned_first_spec(ref.describe(), prior)
     ahead = None if session is not None else _spares(ref, devices, world_size, planned or prior, later_in_spares)
     # the ranks of a run that ended well serve the next one (released however the validation ends)

@@ -147,13 +147,13 @@ lifeline._forkserver_pid = os.getpid()  # as if this process were the armed fork
 lifeline._owner_alive = lambda: False
 calls = []
 
-def cleanup():
+def kill_tree(*args, **kwargs):
     calls.append(1)
     if len(calls) == 1:  # signals delivered while the first cleanup runs
         lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
         lifeline._forkserver_stopped(signal.SIGTERM, None)
 
-lifeline._forkserver_cleanup = cleanup
+lifeline.kill_tree = kill_tree
 os._exit = lambda code: (print(len(calls), code, flush=True), sys.exit(0))
 lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
 """
@@ -168,3 +168,39 @@ def test_a_stop_signal_during_the_forkserver_cleanup_does_not_run_it_again() -> 
     done = subprocess.run([sys.executable, "-c", NESTED_SIGNALS], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0"], done.stdout
+
+
+SIGNAL_DURING_EXIT_CLEANUP = """
+import os, signal, sys
+from distcheck.runtime import lifeline
+lifeline._forkserver_pid, lifeline._forkserver_owner = os.getpid(), os.getppid()  # as if armed
+lifeline._owner_alive = lambda: False
+lifeline.kill_tree = lambda *args, **kwargs: None
+lifeline._remove_owner_socket_dir = lambda: None
+sweeps = []
+
+def sweep(owner):
+    sweeps.append(owner)
+    if len(sweeps) == 1:  # the owner's death signal, and a stop, while the exit handler sweeps
+        lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
+        lifeline._forkserver_stopped(signal.SIGTERM, None)
+
+lifeline._sweep_dying_owner = sweep
+os._exit = lambda code: (print("exit", code, flush=True), sys.exit(3))
+lifeline._forkserver_cleanup()  # what the exit handler runs once the owner closed the forkserver's pipe
+print(len(sweeps), flush=True)
+"""
+
+
+def test_an_owner_gone_signal_during_the_exit_cleanup_does_not_run_it_again() -> None:
+    """An owner that closes its forkserver's pipe and then dies: the forkserver's exit handler cleans
+    up, and the owner's death signal arrives meanwhile. The handler returns at once (run again from
+    inside the first cleanup, the sweep waited forever on tempfile's lock, found orphaned by the
+    latency bench after the editor daemon's runner exited)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_DURING_EXIT_CLEANUP], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1"], done.stdout

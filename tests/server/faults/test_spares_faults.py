@@ -137,7 +137,7 @@ def test_ctrl_c_while_the_first_attempt_runs_ahead(faults: Faults) -> None:
             del os.environ["XDG_CACHE_HOME"]
         else:
             os.environ["XDG_CACHE_HOME"] = previous
-    proc = faults.cli(target, "--timeout", "120", XDG_CACHE_HOME=str(cache))
+    proc = faults.cli(target, "--timeout", "120", XDG_CACHE_HOME=str(cache), DISTCHECK_ATTEMPT_AHEAD="1")
     ranks = [int(faults.wait_marker(f"ahead-{r}", proc, timeout=120)) for r in ("0", "1")]
     os.killpg(proc.pid, signal.SIGINT)
     assert faults.finish(proc, timeout=20) == 130

@@ -5,7 +5,6 @@ model imported."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,24 +12,14 @@ import pytest
 from distcheck import validate_on_cpu
 from distcheck.runtime import spares, spares_cache
 from examples import helper_model, unaware_model
-
-VOLATILE = {"timings", "elapsed_sec", "peak_memory_bytes"}
-
-
-def _stable(value: Any) -> Any:
-    """The report without what differs between any two runs (wall times)."""
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+from tests.server.stable_report import stable_report
 
 
 def _validate() -> dict[str, Any]:
     report = validate_on_cpu(
         helper_model.model_factory, helper_model.sample_batch(), world_size=2, timeout_sec=120, max_fix_attempts=2
     )
-    return json.loads(json.dumps(_stable(report.to_dict()), default=str))
+    return stable_report(report)
 
 
 def test_spares_give_the_same_report_as_fresh_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -98,7 +87,7 @@ def test_later_attempts_run_on_the_ranks_of_the_first_and_report_what_fresh_rank
     assert claimed == 1 + 2, f"only the reference and the first attempt take spares: {pool.counts}"
 
     def stable(report: Any) -> Any:
-        return json.loads(json.dumps(_stable(report.to_dict()), default=str))
+        return stable_report(report)
 
     assert stable(kept) == stable(fresh)
     assert pool.report()["devices"] == {}, "idle spares outlived the validation"

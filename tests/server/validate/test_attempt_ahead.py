@@ -7,7 +7,6 @@ order: the reference finishes before the attempt's ranks are reported."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -20,19 +19,11 @@ from distcheck.runtime import spares_cache
 from distcheck.runtime.factory import load_object, resolve_factory
 from distcheck.spec import MLIPSpec
 from examples import pair_potential, unaware_model
+from tests.server.stable_report import stable_report
 
-VOLATILE = {"timings", "elapsed_sec", "peak_memory_bytes"}
 SHALLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity_models", "shallow_depth.py")
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _validate(
@@ -43,7 +34,7 @@ def _validate(
             events.append(name)
 
     report = validate_on_cpu(factory, sample, world_size=2, timeout_sec=120, progress=progress, **options)
-    return report, json.loads(json.dumps(_stable(report.to_dict()), default=str))
+    return report, stable_report(report)
 
 
 def _target(factory: Any) -> str:
@@ -127,3 +118,18 @@ def test_a_failed_run_ahead_is_the_first_attempts_outcome(cache: Callable[[str],
     assert "ran_ahead" in report.attempts[0].timings
     assert ahead == waited
     assert report.attempts[0].error is not None and report.attempts[0].error.type == "FactoryNotReproducible"
+
+
+def test_by_default_it_runs_ahead_only_with_a_core_for_each_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, the reference and the W ranks must each have a core (else they only take turns); the
+    variable forces either way."""
+    from distcheck import rank_limits
+    from distcheck.runtime.spares_settings import attempt_ahead_enabled
+
+    monkeypatch.delenv("DISTCHECK_ATTEMPT_AHEAD", raising=False)
+    monkeypatch.setattr(rank_limits, "usable_cores", lambda: 3)
+    assert attempt_ahead_enabled(2) and not attempt_ahead_enabled(3)
+    monkeypatch.setenv("DISTCHECK_ATTEMPT_AHEAD", "1")
+    assert attempt_ahead_enabled(8)
+    monkeypatch.setenv("DISTCHECK_ATTEMPT_AHEAD", "0")
+    assert not attempt_ahead_enabled(2)
