@@ -5,6 +5,7 @@ model imported."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,26 +13,26 @@ import pytest
 from distcheck import validate_on_cpu
 from distcheck.runtime import spares, spares_cache
 from examples import helper_model, unaware_model
-from tests.server.stable_report import stable_report
 
 
-def _validate() -> dict[str, Any]:
-    report = validate_on_cpu(
+def _validate() -> Any:
+    return validate_on_cpu(
         helper_model.model_factory, helper_model.sample_batch(), world_size=2, timeout_sec=120, max_fix_attempts=2
     )
-    return stable_report(report)
 
 
-def test_spares_give_the_same_report_as_fresh_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_spares_give_the_same_report_as_fresh_processes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, stable_report: Callable[[Any], dict[str, Any]]
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("DISTCHECK_RESIDENT_RANKS", "0")  # the second attempt in fresh spares
     pool = spares.pool()
     monkeypatch.setenv("DISTCHECK_SPARES", "0")
     before = dict(pool.counts)
-    fresh = _validate()
+    fresh = stable_report(_validate())
     assert pool.counts == before, "spares were used although turned off"
     monkeypatch.delenv("DISTCHECK_SPARES")
-    warm = _validate()
+    warm = stable_report(_validate())
     kinds = ("claimed_warm", "claimed_warming", "started_on_claim")
     used = sum(pool.counts[k] - before[k] for k in kinds)
     assert used == 5, f"the reference and both attempts' ranks did not all run in spares: {pool.counts}"
@@ -58,7 +59,7 @@ def _unaware(**options: Any) -> Any:
 
 @pytest.mark.parametrize("case", ["unaware", "helper"])
 def test_later_attempts_run_on_the_ranks_of_the_first_and_report_what_fresh_ranks_do(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, case: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, case: str, stable_report: Callable[[Any], dict[str, Any]]
 ) -> None:
     """The second attempt (and the control run) are served by the first attempt's ranks, without a
     rendezvous, whether the fix keeps the TorchScript mode (a `local` halo) or runs it eagerly (the
@@ -86,10 +87,7 @@ def test_later_attempts_run_on_the_ranks_of_the_first_and_report_what_fresh_rank
         assert kept.attempts[1].spec.distribution.torchscript == "eager"
     assert claimed == 1 + 2, f"only the reference and the first attempt take spares: {pool.counts}"
 
-    def stable(report: Any) -> Any:
-        return stable_report(report)
-
-    assert stable(kept) == stable(fresh)
+    assert stable_report(kept) == stable_report(fresh)
     assert pool.report()["devices"] == {}, "idle spares outlived the validation"
 
 

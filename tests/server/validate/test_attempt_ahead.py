@@ -19,22 +19,29 @@ from distcheck.runtime import spares_cache
 from distcheck.runtime.factory import load_object, resolve_factory
 from distcheck.spec import MLIPSpec
 from examples import pair_potential, unaware_model
-from tests.server.stable_report import stable_report
 
 SHALLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity_models", "shallow_depth.py")
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _validate(
-    factory: Any, sample: Any, events: list[str] | None = None, **options: Any
-) -> tuple[TraceReport, dict[str, Any]]:
-    def progress(name: str, info: Any) -> None:
-        if events is not None:
-            events.append(name)
+Validate = Callable[..., tuple[TraceReport, dict[str, Any]]]
 
-    report = validate_on_cpu(factory, sample, world_size=2, timeout_sec=120, progress=progress, **options)
-    return report, stable_report(report)
+
+@pytest.fixture
+def validate(stable_report: Callable[[TraceReport], dict[str, Any]]) -> Validate:
+    """`validate(factory, sample, events=None, **options)`: the report and its stable form; the progress
+    events' names go to `events`."""
+
+    def run(factory: Any, sample: Any, events: list[str] | None = None, **options: Any) -> Any:
+        def progress(name: str, info: Any) -> None:
+            if events is not None:
+                events.append(name)
+
+        report = validate_on_cpu(factory, sample, world_size=2, timeout_sec=120, progress=progress, **options)
+        return report, stable_report(report)
+
+    return run
 
 
 def _target(factory: Any) -> str:
@@ -62,18 +69,18 @@ CASES: dict[str, tuple[Any, Callable[[], Any], dict[str, Any]]] = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_right_guess_runs_the_first_attempt_ahead_and_reports_the_same(
-    cache: Callable[[str], None], case: str
+    cache: Callable[[str], None], validate: Validate, case: str
 ) -> None:
     factory, sample, options = CASES[case]
     cache("0")
-    waited_report, waited = _validate(factory, sample(), **options)
+    waited_report, waited = validate(factory, sample(), **options)
     assert "ran_ahead" not in waited_report.attempts[0].timings
     # learned also when off: the spec the first attempt ran under, after the receptive-field check
     remembered = spares_cache.first_spec_for(_target(factory), _prior(options))
     assert remembered == waited_report.attempts[0].spec.to_dict()
     cache("1")
     events: list[str] = []
-    again, ahead = _validate(factory, sample(), events, **options)
+    again, ahead = validate(factory, sample(), events, **options)
     assert "ran_ahead" in again.attempts[0].timings, again.attempts[0].timings
     assert ahead == waited
     assert events.index("reference_finished") < events.index("rank_started") < events.index("attempt_finished")
@@ -84,37 +91,39 @@ def _prior(options: dict[str, Any]) -> str:
     return MLIPSpec.coerce(spec).signature() if spec is not None else ""
 
 
-def test_a_wrong_guess_is_dropped_and_the_inferred_spec_remembered(cache: Callable[[str], None]) -> None:
+def test_a_wrong_guess_is_dropped_and_the_inferred_spec_remembered(
+    cache: Callable[[str], None], validate: Validate
+) -> None:
     cache("0")
-    _, waited = _validate(pair_potential.model_factory, pair_potential.sample_batch())
+    _, waited = validate(pair_potential.model_factory, pair_potential.sample_batch())
     cache("1")
     wrong = MLIPSpec.coerce(pair_potential.SPEC).to_dict()
     wrong["distribution"]["policy"]["scatter_mode"] = "local"
     target = _target(pair_potential.model_factory)
     spares_cache.record_first_spec(target, "", wrong)
-    report, guessed = _validate(pair_potential.model_factory, pair_potential.sample_batch())
+    report, guessed = validate(pair_potential.model_factory, pair_potential.sample_batch())
     assert "ran_ahead" not in report.attempts[0].timings
     assert guessed == waited
     assert spares_cache.first_spec_for(target, "") == report.attempts[0].spec.to_dict() != wrong
 
 
-def test_a_guess_from_another_prior_is_not_used(cache: Callable[[str], None]) -> None:
+def test_a_guess_from_another_prior_is_not_used(cache: Callable[[str], None], validate: Validate) -> None:
     cache("1")
     target = _target(unaware_model.model_factory)
     spares_cache.record_first_spec(target, "", MLIPSpec.coerce(unaware_model.WRONG_SPEC).to_dict())
-    report, _ = _validate(unaware_model.model_factory, unaware_model.sample_batch(), spec=unaware_model.WRONG_SPEC)
+    report, _ = validate(unaware_model.model_factory, unaware_model.sample_batch(), spec=unaware_model.WRONG_SPEC)
     assert "ran_ahead" not in report.attempts[0].timings
 
 
-def test_a_failed_run_ahead_is_the_first_attempts_outcome(cache: Callable[[str], None]) -> None:
+def test_a_failed_run_ahead_is_the_first_attempts_outcome(cache: Callable[[str], None], validate: Validate) -> None:
     """A factory that builds another model on the ranks: the run ahead fails the same way the attempt
     does when it waits, and its outcome is the attempt's (no second run of the ranks)."""
     factory = rng_models.shaped_by_the_rank
     cache("0")
-    _, waited = _validate(factory, rng_models.sample_batch())
+    _, waited = validate(factory, rng_models.sample_batch())
     cache("1")
-    _validate(factory, rng_models.sample_batch())
-    report, ahead = _validate(factory, rng_models.sample_batch())
+    validate(factory, rng_models.sample_batch())
+    report, ahead = validate(factory, rng_models.sample_batch())
     assert "ran_ahead" in report.attempts[0].timings
     assert ahead == waited
     assert report.attempts[0].error is not None and report.attempts[0].error.type == "FactoryNotReproducible"
