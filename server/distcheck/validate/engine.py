@@ -1,28 +1,26 @@
 """The validation pipeline behind every entry point (`run_validation`): the reference run, spec
 inference, the distributed attempts and auto-fix, the round-off floor, and the report.
 
-What is settled before anything starts is `run_setup`'s; one attempt's record is `attempt_records`'.
-A validation's spares (`runtime.spares_prepared`) are asked for by its reference run and whatever it
-did not use is dropped when it ends, however it ends.
+What is settled before anything starts is `run_setup`'s; one attempt's record is `attempt_records`';
+how its runs of the ranks start (its spares, the instrumentation, `run_distributed`'s arguments) is
+`rank_runs`'; the first attempt run ahead of the reference is `attempt_ahead`'s.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
 from ..report.parts import WrapperInfo, view
 from ..runtime.errors import DistributedError
-from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
-from ..runtime.launch import DistributedRun, run_distributed
+from ..runtime.launch import DistributedRun
 from ..runtime.model import WrapperError
 from ..runtime.resident import ResidentRanks
-from ..runtime.spares_cache import packages_for, record
+from ..runtime.spares_cache import record
 from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.spares_settings import attempt_ahead_enabled, resident_enabled
 from ..runtime.spares_settings import enabled as spares_enabled
@@ -35,6 +33,7 @@ from .health import system_health
 from .inference import infer_spec
 from .next_action import next_action
 from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
+from .rank_runs import RANK_INSTRUMENTATION, instrumentation_options_for, launch_ranks, validation_spares, with_spares
 from .receptive import apply_measured_field, receptive_record
 from .reference import ReferenceRun, run_reference
 from .rollback import rollback_if_worse
@@ -42,13 +41,10 @@ from .run_setup import RunSetup, ValidationRequest, check_tolerance_names, settl
 from .sample_checks import sample_warnings
 from .sensitivity import RoundoffMeter, make_control_runner
 
-__all__ = ["RANK_INSTRUMENTATION", "ProgressCallback", "run_validation"]
+__all__ = ["ProgressCallback", "run_validation"]
 
 ProgressCallback = Callable[[str, Mapping[str, Any]], None]
 """`progress(event, info)`: the validator's progress events (`reference_started`, `attempt_finished`, ...)."""
-
-RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
-
 
 def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
     if progress is not None:
@@ -62,41 +58,7 @@ def _reference_phases(reference: Mapping[str, Any]) -> dict[str, float]:
     return {f"reference_{k}": float(v) for k, v in dict(reference.get("timings") or {}).items()}
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
-
-
-def _with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        token = _AHEAD.set(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            ahead = _AHEAD.get()
-            _AHEAD.reset(token)
-            if ahead is not None:
-                ahead.close()
-
-    return wrapper
-
-
-def _spares(
-    ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
-) -> ValidationSpares:
-    """This validation's spares (with the packages the target's model imported last time), asked for
-    by its reference run, which has the first attempt's ranks built while it runs."""
-    planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
-    packages = packages_for(ref.describe())
-    ahead = ValidationSpares(ref, devices, world_size, packages, spec=planned, later_attempts=later_attempts)
-    _AHEAD.set(ahead)
-    return ahead
-
-
-@_with_spares
+@with_spares
 def run_validation(
     request: ValidationRequest, *, progress: ProgressCallback | None = None, session: GroupSession | None = None
 ) -> TraceReport:
@@ -116,13 +78,15 @@ def run_validation(
     planned = None  # the first attempt's spec last time: its ranks run it while the reference runs
     if resident_on and spares_enabled() and attempt_ahead_enabled(world_size):
         planned = planned_first_spec(ref.describe(), prior)
-    ahead = None if session is not None else _spares(ref, devices, world_size, planned or prior, later_in_spares)
+    ahead = None
+    if session is None:
+        ahead = validation_spares(ref, devices, world_size, planned or prior, later_in_spares)
     # the ranks of a run that ended well serve the next one (released however the validation ends)
     with ResidentRanks() as kept:
         resident = kept if resident_on else None
         early = None
         if planned is not None and ahead is not None and resident is not None:
-            early = AttemptAhead(planned, functools.partial(_launch_ranks, request, s, budget, ahead, resident))
+            early = AttemptAhead(planned, functools.partial(launch_ranks, request, s, budget, ahead, resident))
         _emit(progress, "reference_started")
         t0 = time.perf_counter()
         try:
@@ -151,42 +115,6 @@ def run_validation(
             return _from_reference(
                 request, s, reference_run, t_reference, budget, ahead, resident, early, progress, session
             )
-
-
-def _instrumentation_options(request: ValidationRequest, s: RunSetup) -> dict[str, Any]:
-    """What `RANK_INSTRUMENTATION` records in every rank (the watched helpers that exist, layers)."""
-    return {
-        "helper_packages": s.watched,
-        "helper_sample_every": request.helper_sample_every,
-        "layer_diagnostic": request.layer_diagnostic,
-    }
-
-
-def _launch_ranks(
-    request: ValidationRequest,
-    s: RunSetup,
-    budget: Budget,
-    ahead: ValidationSpares | None,
-    resident: ResidentRanks | None,
-    spec: MLIPSpec,
-    on_event: Callable[[str, Mapping[str, Any]], None],
-) -> DistributedRun:
-    """One run of this validation's ranks under `spec` (started here, not by a launcher): the ranks
-    built during the reference when they were built for it, else resident ones, else new ones."""
-    return run_distributed(
-        s.ref,
-        s.batch,
-        spec,
-        world_size=s.world_size,
-        device=s.devices,
-        backend=s.backend,
-        timeout_sec=budget.run_timeout(clip=True),
-        instrumentation=RANK_INSTRUMENTATION,
-        instrumentation_options=_instrumentation_options(request, s),
-        on_event=on_event,
-        prepared=ahead.take() if ahead is not None else None,
-        resident=resident,
-    )
 
 
 def _initial_spec(
@@ -261,7 +189,7 @@ def _from_reference(
         resident=resident,
     )
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, control, atol, rtol)
-    instrumentation_options = _instrumentation_options(request, s)
+    instrumentation_options = instrumentation_options_for(request, s)
 
     def launch(spec: MLIPSpec) -> DistributedRun | DistributedError | WrapperError:
         """One run of the ranks under `spec`, or what stopped it."""
@@ -274,7 +202,7 @@ def _from_reference(
                     instrumentation=RANK_INSTRUMENTATION,
                     instrumentation_options=instrumentation_options,
                 )
-            return _launch_ranks(
+            return launch_ranks(
                 request, s, budget, ahead, resident, spec, lambda name, info: _emit(progress, name, **info)
             )
         except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs

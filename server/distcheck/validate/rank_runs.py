@@ -1,0 +1,94 @@
+"""How a validation's runs of its ranks start, when it starts them itself (not a launcher's ranks):
+its spares, asked for by its reference run and dropped (or kept warm) when it ends however it ends;
+what `RANK_INSTRUMENTATION` records in every rank; and `run_distributed`'s arguments for one run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from ..runtime.factory import FactoryRef
+from ..runtime.launch import DistributedRun, run_distributed
+from ..runtime.resident import ResidentRanks
+from ..runtime.spares_cache import packages_for
+from ..runtime.spares_prepared import ValidationSpares
+from ..spec import MLIPSpec
+from .deadline import Budget
+from .run_setup import RunSetup, ValidationRequest
+
+__all__ = ["RANK_INSTRUMENTATION", "instrumentation_options_for", "launch_ranks", "validation_spares", "with_spares"]
+
+RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
+"""What every rank of a validation records: the watched helpers' calls, the layers' outputs."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
+
+
+def with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        token = _AHEAD.set(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ahead = _AHEAD.get()
+            _AHEAD.reset(token)
+            if ahead is not None:
+                ahead.close()
+
+    return wrapper
+
+
+def validation_spares(
+    ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
+) -> ValidationSpares:
+    """This validation's spares (with the packages the target's model imported last time), asked for
+    by its reference run, which has the first attempt's ranks built while it runs."""
+    planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
+    packages = packages_for(ref.describe())
+    ahead = ValidationSpares(ref, devices, world_size, packages, spec=planned, later_attempts=later_attempts)
+    _AHEAD.set(ahead)
+    return ahead
+
+
+def instrumentation_options_for(request: ValidationRequest, s: RunSetup) -> dict[str, Any]:
+    """What `RANK_INSTRUMENTATION` records in every rank (the watched helpers that exist, layers)."""
+    return {
+        "helper_packages": s.watched,
+        "helper_sample_every": request.helper_sample_every,
+        "layer_diagnostic": request.layer_diagnostic,
+    }
+
+
+def launch_ranks(
+    request: ValidationRequest,
+    s: RunSetup,
+    budget: Budget,
+    ahead: ValidationSpares | None,
+    resident: ResidentRanks | None,
+    spec: MLIPSpec,
+    on_event: Callable[[str, Mapping[str, Any]], None],
+) -> DistributedRun:
+    """One run of this validation's ranks under `spec` (started here, not by a launcher): the ranks
+    built during the reference when they were built for it, else resident ones, else new ones."""
+    return run_distributed(
+        s.ref,
+        s.batch,
+        spec,
+        world_size=s.world_size,
+        device=s.devices,
+        backend=s.backend,
+        timeout_sec=budget.run_timeout(clip=True),
+        instrumentation=RANK_INSTRUMENTATION,
+        instrumentation_options=instrumentation_options_for(request, s),
+        on_event=on_event,
+        prepared=ahead.take() if ahead is not None else None,
+        resident=resident,
+    )
