@@ -75,13 +75,18 @@ def _start_helpers(method: str) -> None:
     """Start the forkserver and the resource tracker (both `python -c` processes, which would put
     the current directory first on their `sys.path`) from distcheck's private directory; each call
     after the first only checks that they are still alive."""
+    import signal
     from multiprocessing import forkserver, resource_tracker
 
     with main_hidden(), importguard.clean_start():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        resource_tracker.ensure_running()
+        # starting the tracker, the stdlib blocks SIGINT and SIGTERM for it and then unblocks them, also
+        # when the caller had them blocked (`lifeline.helpers_ignore_sigint`): the forkserver started
+        # next would inherit a mask that lets a Ctrl-C kill it while it imports, with a traceback
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if method == "forkserver":
             forkserver.ensure_running()
-        else:
-            resource_tracker.ensure_running()
 
 
 _START_LOCK = threading.RLock()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import faulthandler
 import fcntl
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -204,3 +205,41 @@ def test_an_owner_gone_signal_during_the_exit_cleanup_does_not_run_it_again() ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1"], done.stdout
+
+
+HELPER_MASKS = """
+import json, signal, sys
+from multiprocessing import util
+from distcheck.runtime import lifeline, spares_start
+
+masks = []
+spawn = util.spawnv_passfds
+
+def recording(path, args, passfds):
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # what the exec'd helper starts with
+    masks.append([args[-1].split(";")[0].split()[1], sorted(int(s) for s in blocked)])
+    return spawn(path, args, passfds)
+
+util.spawnv_passfds = recording
+with lifeline.helpers_ignore_sigint():
+    spares_start.process_context("forkserver")
+print(json.dumps(masks))
+"""
+
+
+def test_helpers_start_with_the_stop_signals_blocked() -> None:
+    """The resource tracker and the forkserver are both exec'd with SIGINT, SIGTERM and SIGHUP blocked,
+    so a Ctrl-C to the terminal's process group while they import cannot kill them with a traceback
+    on the user's screen. (The stdlib unblocks SIGINT and SIGTERM after starting the tracker, which
+    forkserver.ensure_running does first: a CI run caught the forkserver printing `Fatal Python error:
+    init_import_site` after a Ctrl-C.)"""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", HELPER_MASKS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    masks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [name for name, _ in masks] == ["multiprocessing.resource_tracker", "multiprocessing.forkserver"], masks
+    stops = {int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)}
+    for name, blocked in masks:
+        assert stops <= set(blocked), (name, blocked)
