@@ -24,6 +24,7 @@ import pytest
 import distcheck
 import distcheck.runtime.launch as launch
 import distcheck.validate.engine as engine
+import distcheck.validate.rank_runs as rank_runs
 from distcheck import cli, rank_limits, targets
 from distcheck.lsp.config import SETTING_KEYS, load_workspace_targets, read_disk, read_settings
 from distcheck.options import EDITOR_SETTINGS
@@ -99,7 +100,7 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return stand_in
 
     monkeypatch.setattr(engine, "run_reference", refuse("run_reference"))
-    monkeypatch.setattr(engine, "run_distributed", refuse("run_distributed"))
+    monkeypatch.setattr(rank_runs, "run_distributed", refuse("run_distributed"))
     monkeypatch.setattr(launch, "process_context", refuse("process_context"))
     yield started
     after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
