@@ -4,7 +4,8 @@ The first group never seeds: their parameters come from torch's, numpy's or Pyth
 drawn in the factory or when the module is imported. Every process that calls them must build the same
 model (distcheck seeds the generators alike before each call). The second group builds a different
 model in each process however the generators are seeded (reseeded from the OS or the clock, or shaped
-by a per-rank environment variable): the validation must say so and point at the factory.
+by a per-rank environment variable): the validation must say so and point at the factory. Last, one
+that is the same everywhere but whose forward fails in the single process only.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import os
 import random
 import time
+from typing import Any
 
 import numpy as np
 import torch
 
+from examples.common import seeded
 from examples.pair_potential import PairPotential, sample_batch
 
 __all__ = ["sample_batch"]
@@ -77,3 +80,17 @@ class _TaggedPairPotential(PairPotential):
 def shaped_by_the_rank() -> PairPotential:
     """A rank's model has a buffer (and deeper wells) that the single process's lacks."""
     return _TaggedPairPotential(os.environ.get("DISTCHECK_RANK", "reference") != "reference").double().eval()
+
+
+class _ReferenceRaises(PairPotential):
+    def forward(self, batch: Any) -> dict[str, torch.Tensor]:
+        if os.environ.get("DISTCHECK_RANK") == "reference":
+            raise RuntimeError("the single-process run fails here")
+        return super().forward(batch)
+
+
+def reference_raises() -> PairPotential:
+    """Seeded and the same everywhere, but its forward raises in the single-process run only (the ranks
+    run through)."""
+    with seeded(1):
+        return _ReferenceRaises().double().eval()

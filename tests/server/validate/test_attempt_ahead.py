@@ -142,3 +142,32 @@ def test_by_default_it_runs_ahead_only_with_a_core_for_each_process(monkeypatch:
     assert attempt_ahead_enabled(8)
     monkeypatch.setenv("DISTCHECK_ATTEMPT_AHEAD", "0")
     assert not attempt_ahead_enabled(2)
+
+
+def test_a_reference_that_fails_is_reported_as_when_waiting(
+    cache: Callable[[str], None], validate: Validate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranks ran ahead and ended well, the reference raised: the report is the reference's failure,
+    as without the run ahead, and the ranks kept for the validation are gone."""
+    from distcheck.runtime import spares
+    from distcheck.validate.attempt_ahead import AttemptAhead
+
+    outcomes: list[str] = []
+    run_ahead = AttemptAhead.__call__
+
+    def spy(self: AttemptAhead) -> None:
+        run_ahead(self)
+        outcomes.append(type(self.outcome).__name__)
+
+    monkeypatch.setattr(AttemptAhead, "__call__", spy)
+    factory = rng_models.reference_raises
+    cache("0")
+    _, waited = validate(factory, rng_models.sample_batch())
+    cache("1")
+    spares_cache.record_first_spec(_target(factory), "", MLIPSpec.coerce(pair_potential.SPEC).to_dict())
+    report, ahead = validate(factory, rng_models.sample_batch())
+    assert outcomes == ["DistributedRun"], "the ranks did not run ahead, or failed"
+    assert report.verdict == "error" and report.attempts[0].error is not None
+    assert "the single-process run fails here" in report.attempts[0].error.message
+    assert ahead == waited
+    assert spares.pool().report()["devices"] == {}, "processes outlived the validation"
