@@ -89,6 +89,12 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
     workdir, world_size = job["workdir"], job["world_size"]
     device = torch.device(job["devices"][rank])
     configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
+    ahead = _built_ahead(job)
+    if ahead is not None and ahead.error is not None:
+        # the factory failed while built ahead: say so now, before a rendezvous that would leave a peer
+        # failing in the middle of connecting to this rank
+        beacon.set_phase("factory")
+        raise ahead.error
     t0 = time.perf_counter()
     beacon.set_phase("rendezvous")
     dist.init_process_group(
@@ -125,15 +131,19 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
         dist.destroy_process_group()
 
 
+def _built_ahead(job: dict[str, Any]) -> spares_child.Prebuilt | None:
+    """The wrapper a spare built ahead for this run (or what building it raised), else None."""
+    torchscript = MLIPSpec.from_dict(job["spec"]).distribution.torchscript
+    return spares_child.prebuilt_for(job["factory"].describe(), torchscript, job["workdir"])
+
+
 def _one_run(rank: int, job: dict[str, Any], device: torch.device, rendezvous: float) -> dict[str, Any]:
     """This rank's share of one run in the existing process group: the wrapper (built ahead by a spare
     when it was built for this run), the partition, the forward, then a barrier so no rank leaves a
     collective behind."""
     import torch.distributed as dist
 
-    ahead = spares_child.prebuilt_for(
-        job["factory"].describe(), MLIPSpec.from_dict(job["spec"]).distribution.torchscript, job["workdir"]
-    )
+    ahead = _built_ahead(job)
     prepared = prepare_rank(
         rank, job["world_size"], job if ahead is None else {**job, "factory": ahead}, device, beacon.set_phase
     )
