@@ -66,7 +66,7 @@ def weights_fingerprint(wrapper: Any) -> dict[str, list[float]] | None:
     """`{name: [numel, sum, sum of squares]}` (float64) for every tensor in the wrapper's `state_dict`
     (parameters and persistent buffers); None when the wrapper is not an `nn.Module` (or a bound method
     of one). Tensors that cannot be summed (uninitialised lazy parameters, meta or sparse tensors) are
-    left out. One device-to-host copy for the whole model."""
+    left out. One device-to-host copy for a model on one device."""
     module = _module_of(wrapper)
     if module is None:
         return None

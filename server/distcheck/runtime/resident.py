@@ -91,13 +91,10 @@ class ResidentRanks:
             and all(p.exitcode is None for p in self.procs)
         )
 
-    def kept_after(self, results: Sequence[Mapping[str, Any]]) -> bool:
-        """After a run these ranks served or were started for: whether they stay for the next run (no
-        rank retired); otherwise they are released now."""
+    def kept_after(self, results: Sequence[Mapping[str, Any]]) -> None:
+        """After a run these ranks served: released now when a rank retired (`RETIRING`), else kept."""
         if retiring(results):
             self.release()
-            return False
-        return True
 
     def keep(
         self,

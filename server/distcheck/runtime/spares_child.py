@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import pickle
 import sys
@@ -188,9 +189,7 @@ def _warm_autograd(device: torch.device) -> None:
 
     def values(*shape: int, dtype: torch.dtype) -> torch.Tensor:
         """Fixed values, not random ones: the warm-up leaves the generators as the fork left them."""
-        n = 1
-        for size in shape:
-            n *= size
+        n = math.prod(shape)
         return torch.linspace(-1.0, 1.0, n, dtype=dtype, device=device).reshape(shape).requires_grad_(True)
 
     for dtype in (torch.float64, torch.float32):

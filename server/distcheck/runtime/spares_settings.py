@@ -21,6 +21,7 @@ MIB = 1024 * 1024
 
 
 _OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
 
 
 def _off(name: str) -> bool:
@@ -41,7 +42,7 @@ def attempt_ahead_enabled(world_size: int) -> bool:
     value = os.environ.get("DISTCHECK_ATTEMPT_AHEAD", "").strip().lower()
     if value in _OFF:
         return False
-    if value in ("1", "true", "yes", "on"):
+    if value in _ON:
         return True
     from ..rank_limits import usable_cores
 

@@ -37,34 +37,34 @@ def _close(a: float, b: float, scale: float) -> bool:
     return abs(a - b) <= _RTOL * scale or (math.isnan(a) and math.isnan(b))
 
 
-def _differs(ref: Sequence[float], rank: Sequence[float]) -> str | None:
-    """How one tensor's `[numel, sum, sum of squares]` differs, or None when it matches."""
+def _same(ref: Sequence[float], rank: Sequence[float]) -> bool:
+    """Whether two tensors' `[numel, sum, sum of squares]` agree (to far below any real difference)."""
     n_ref, s_ref, q_ref = ref
     n_rank, s_rank, q_rank = rank
-    if n_ref != n_rank:
-        return f"has {int(n_ref)} elements in the reference and {int(n_rank)} on rank {{rank}}"
     q = max(abs(q_ref), abs(q_rank))
-    if not _close(s_ref, s_rank, math.sqrt(n_ref * q) if n_ref else 0.0) or not _close(q_ref, q_rank, q):
-        return f"differs (sum {s_ref:.6g} in the reference, {s_rank:.6g} on rank {{rank}})"
-    return None
+    return n_ref == n_rank and _close(s_ref, s_rank, math.sqrt(n_ref * q)) and _close(q_ref, q_rank, q)
+
+
+def _more(names: Sequence[str]) -> str:
+    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
 
 
 def _first_difference(ref: Mapping[str, Sequence[float]], rank: Mapping[str, Sequence[float]], r: int) -> str | None:
-    extra = [k for k in rank if k not in ref]
+    """How rank `r`'s model differs from the reference's, in words (its first differing tensor), or None."""
     missing = [k for k in ref if k not in rank]
     if missing:
-        return f"rank {r}'s model lacks {missing[0]!r}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+        return f"its model lacks {missing[0]!r}{_more(missing)}"
+    extra = [k for k in rank if k not in ref]
     if extra:
-        return f"rank {r}'s model has {extra[0]!r}, which the reference's lacks" + (
-            f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
-        )
-    for name, value in ref.items():
-        how = _differs(value, rank[name])
-        if how is not None:
-            changed = sum(1 for k in ref if _differs(ref[k], rank[k]) is not None)
-            more = f"; {changed} of {len(ref)} tensors differ" if changed > 1 else ""
-            return f"{name!r} {how.format(rank=r)}{more}"
-    return None
+        return f"its model has {extra[0]!r}, which the reference's lacks{_more(extra)}"
+    changed = [k for k in ref if not _same(ref[k], rank[k])]
+    if not changed:
+        return None
+    name = changed[0]
+    (n_ref, s_ref, _), (n_rank, s_rank, _) = ref[name], rank[name]
+    if n_ref != n_rank:
+        return f"{name!r} has {int(n_ref)} elements in the reference and {int(n_rank)} on rank {r}{_more(changed)}"
+    return f"{name!r} sums to {s_ref:.6g} in the reference and {s_rank:.6g} on rank {r}{_more(changed)}"
 
 
 def factory_mismatch(reference: Mapping[str, Any], records: Sequence[RankRecord]) -> WorkerError | None:

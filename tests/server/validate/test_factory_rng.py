@@ -73,9 +73,11 @@ def test_round_off_between_devices_is_not_a_different_model() -> None:
 def test_each_way_a_model_can_differ_is_said() -> None:
     ref = {"weights": {"w": [4.0, 1.0, 10.0], "b": [2.0, 0.0, 1.0]}, "factory_frame": None}
     cases = {
-        "'w' differs (sum 1 in the reference, 1.5 on rank 1)": {"w": [4.0, 1.5, 10.0], "b": [2.0, 0.0, 1.0]},
+        "'w' sums to 1 in the reference and 1.5 on rank 1": {"w": [4.0, 1.5, 10.0], "b": [2.0, 0.0, 1.0]},
         "'w' has 4 elements in the reference and 5 on rank 1": {"w": [5.0, 1.0, 10.0], "b": [2.0, 0.0, 1.0]},
-        "rank 1's model lacks 'b'": {"w": [4.0, 1.0, 10.0]},
+        "'w' sums to 1 in the reference and 2 on rank 1 (and 1 more)": {"w": [4.0, 2.0, 10.0], "b": [2.0, 0.0, 4.0]},
+        "its model lacks 'b'": {"w": [4.0, 1.0, 10.0]},
+        "its model has 'c', which the reference's lacks": {**ref["weights"], "c": [1.0, 0.0, 0.0]},  # type: ignore[dict-item]
     }
     for expected, weights in cases.items():
         error = factory_mismatch(ref, [_record(0, ref["weights"]), _record(1, weights)])  # type: ignore[arg-type]
