@@ -128,8 +128,8 @@ def _job_waiting(conn: Connection) -> bool:
 
 def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Warm this spare: its CUDA context, then (unless its job has arrived meanwhile, which loads what
-    it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass and
-    the packages the pool names."""
+    it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass, the
+    packages the pool names and a reading of the memory it holds."""
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
 
     t0 = time.perf_counter()
@@ -163,8 +163,12 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
     phases["packages"] = time.perf_counter() - t1
     warm_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    gpu = _gpu_memory(device)
-    phases["memory_query"] = time.perf_counter() - t1
+    if job_waiting():  # `nvidia-smi` takes up to seconds; only an idle spare's memory is reported
+        skipped.append("memory_query")
+        gpu: dict[str, Any] = {"gpu_bytes": 0, "gpu_bytes_source": "none"}
+    else:
+        gpu = _gpu_memory(device)
+        phases["memory_query"] = time.perf_counter() - t1
     return {
         "pid": os.getpid(),
         "device": str(device),

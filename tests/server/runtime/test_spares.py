@@ -156,7 +156,7 @@ def test_settle_drops_idle_spares_unless_kept_warm(empty_pool: spares.SparePool)
 
 
 def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() -> None:
-    """The autograd pass and the named packages are warmed only while no job waits; a waiting job makes
+    """The autograd pass, the named packages and the memory reading happen only while no job waits; a waiting job makes
     the spare skip them (its model loads what it needs itself), and the report says what was skipped."""
     import sys
 
@@ -168,4 +168,4 @@ def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() 
     sys.modules.pop("colorsys", None)
     claimed = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
     assert "autograd" not in claimed["phases"] and claimed["packages"] == []
-    assert claimed["skipped"] == ["autograd", "colorsys"] and "colorsys" not in sys.modules
+    assert claimed["skipped"] == ["autograd", "colorsys", "memory_query"] and "colorsys" not in sys.modules
