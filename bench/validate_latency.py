@@ -13,8 +13,8 @@ kept ranks) and the editor daemon's time to first diagnostic.
 Warm rows: min of `--repeats` after one warm-up; "spares" keeps them warm between validations as the
 editor's runner does (`spares.keep_warm`) and waits (bounded) until they are warm before each run.
 Fresh-process rows run once each: "today" with DISTCHECK_SPARES=0 DISTCHECK_RESIDENT_RANKS=0, "spares"
-as shipped (the CLI row's spares variant makes the one call the CLI is to make first, `spares.prestart`,
-before `cli.main`).
+as shipped (the CLI starts its pool, and its spares for a device named outright, before it loads the
+target: `jobs/early_start.py`).
 """
 
 from __future__ import annotations
@@ -183,14 +183,6 @@ print(json.dumps({{"wall": time.perf_counter() - t1, "reference": r.meta.timings
                   "attempt": r.attempts[0].timings if r.attempts else {{}}}}))
 """
 
-CLI_PRESTART = """
-import sys
-from distcheck.runtime import spares
-spares.prestart({device!r}, 2, factory="examples/mpnn.py:model_factory")  # the CLI's first call
-from distcheck.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 def _env(spares_on: bool) -> dict[str, str]:
     env = dict(os.environ)
@@ -220,13 +212,10 @@ def fresh_cli(spares_on: bool) -> tuple[float, float, float] | None:
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         args = ["validate", "examples/mpnn.py:model_factory", "--device", DEVICE, "--world-size", "2", "--json", report]
-        head = (
-            [sys.executable, "-c", CLI_PRESTART.format(device=DEVICE)]
-            if spares_on
-            else [sys.executable, "-m", "distcheck"]
+        t0 = time.perf_counter()  # the CLI starts its spares itself, while it loads the target
+        out = subprocess.run(
+            [sys.executable, "-m", "distcheck", *args], capture_output=True, text=True, env=_env(spares_on), cwd=ROOT
         )
-        t0 = time.perf_counter()
-        out = subprocess.run([*head, *args], capture_output=True, text=True, env=_env(spares_on), cwd=ROOT)
         wall = time.perf_counter() - t0
         if out.returncode not in (0, 1):
             print(f"  CLI exited {out.returncode}: {out.stderr.strip().splitlines()[-1:]}")

@@ -39,6 +39,7 @@ from .cli_args import cli_options
 from .cli_output import Printer, one_line, print_error
 from .cli_report import error_report, save_spec_state, show_and_write
 from .cli_target import prior_spec, resolve_target
+from .jobs.early_start import started_early
 from .jobs.paths import pop_python_path, push_python_path
 from .jobs.pyproject import find_config, load_targets
 from .jobs.run import describe_target, loaded_factory, run_job
@@ -179,9 +180,11 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_options(options)
     if job is None:  # a launched job's size is the launcher's, checked when it joins
         check_rank_count(options.get("world_size", 2), CLI)
+    # a local run's pool and spares start now, while the target and the sample load
+    early = started_early(options, target.factory) if job is None else contextlib.nullcontext()
     state = push_python_path(target.python_path)
     try:
-        with _report_stream(out) as stream:
+        with early, _report_stream(out) as stream:
             if job is None:
                 report = _validate(target, options, printer)
             else:

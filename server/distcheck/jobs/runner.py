@@ -203,7 +203,7 @@ def _watchdog(parent: int) -> None:
 def _warm_pool() -> None:
     """Start the forkserver now (torch preloaded) so the first validation does not wait for it."""
     try:
-        from ..runtime.launch import process_context
+        from ..runtime.spares_start import process_context
 
         process_context()
     except Exception as exc:  # the pool starts on first use anyway
@@ -262,6 +262,7 @@ def main() -> int:
     from .. import importguard
 
     importguard.install()  # before torch: nothing below may come from a project directory
+    _warm_pool()  # its forkserver imports torch while this process does
     t0 = time.perf_counter()
     import torch
 
@@ -270,7 +271,6 @@ def main() -> int:
         file=sys.stderr,
         flush=True,
     )
-    warmed = False
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -295,15 +295,9 @@ def main() -> int:
                     "python": sys.version.split()[0],
                 }
             )
-            if not warmed:
-                _warm_pool()
-                warmed = True
         elif method == "shutdown":
             break
         elif method == "validate":
-            if not warmed:
-                _warm_pool()
-                warmed = True
 
             def emit(event: str, info: Mapping[str, Any], req_id: Any = req_id) -> None:
                 channel.send({"id": req_id, "event": event, "info": _clean_info(info)})
