@@ -53,7 +53,7 @@ from .report.junit import junit_xml
 
 if TYPE_CHECKING:
     from .report import TraceReport
-    from .runtime.group import LauncherEnv
+    from .runtime.launcher_env import LauncherEnv
 
 __all__ = [
     "EXIT_ERROR",
@@ -93,7 +93,7 @@ def _launcher(choice: str) -> LauncherEnv | None:
     """Where this process sits in a launched job when the validation runs across it (`--launcher
     torchrun`, or `auto` with torchrun's variables set), else None (distcheck starts its own ranks)."""
     from .runtime.errors import SetupError
-    from .runtime.group import launcher_env
+    from .runtime.launcher_env import launcher_env
 
     if choice == "local":
         return None

@@ -132,3 +132,25 @@ def test_spares_a_failed_load_left_are_dropped(
     assert code == cli.EXIT_ERROR, err
     report = spares.report()
     assert report["wanted"] == {} and report["devices"] == {}, report
+
+
+def test_the_cli_reaches_the_early_start_without_importing_torch(tmp_path: Path) -> None:
+    """Everything `_cmd_validate` does before it starts the pool (the launcher check among it) leaves
+    torch unimported, so the forkserver's torch import overlaps the CLI's own."""
+    code = """
+import sys
+from distcheck import cli
+from distcheck.jobs import early_start
+seen = []
+early_start.start_early = lambda options, factory: seen.append("torch" in sys.modules)
+cli.main(["validate", "missing.py:model_factory", "--device", "cpu"])
+print(seen)
+"""
+    env = dict(os.environ, PYTHONPATH=str(Path(distcheck.__file__).parents[1]))
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    (tmp_path / "missing.py").write_text("def model_factory():\n    return None\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.stdout.strip().splitlines()[-1:] == ["[False]"], proc.stdout + proc.stderr
