@@ -3,9 +3,11 @@
     python3 bench/first_forward.py [--device cuda:0] [--sizes 1k] [--top 20]
 
 Each case runs in a fresh interpreter that first does what a spare does before it is handed a job
-(`spares_child._warm`: CUDA context, the autograd warm-up), then builds `examples.mpnn`'s model and
+(`spares_child._warm`: CUDA context, the autograd warm-up, the operator families of
+`spare_warmup.warm_kernels`), then builds `examples.mpnn`'s model and
 times, with `torch.cuda.synchronize()` around each: the first forward + forces, the second, and a
-first forward of a second model instance. Cases: the spare's warm-up as it is; no warm-up; and with
+first forward of a second model instance. Cases: the spare's warm-up as it is; its autograd pass
+without the operator families; no warm-up; and with
 `CUDA_MODULE_LOADING=EAGER` (every kernel loaded when the context starts), which separates lazy kernel
 loading from the rest. Then one more fresh interpreter profiles the first forward after the warm-up
 (`torch.profiler`, CPU and CUDA activities) and prints the operators with the most self CPU time:
@@ -28,7 +30,7 @@ import json, sys, time
 sys.path[:0] = [{server!r}, {root!r}, {bench!r}]
 t0 = time.perf_counter()
 import torch
-from distcheck.runtime import spares_child
+from distcheck.runtime import spare_warmup
 from gpu_validate import sample
 from examples import mpnn
 device = torch.device({device!r})
@@ -40,7 +42,9 @@ if device.type == "cuda":
 timings["cuda_init"] = time.perf_counter() - t
 t = time.perf_counter()
 if {warm!r}:
-    spares_child._warm_autograd(device)
+    spare_warmup.warm_autograd(device)
+    if {kernels!r}:
+        spare_warmup.warm_kernels(device)
 if device.type == "cuda":
     torch.cuda.synchronize(device)
 timings["warm_up"] = time.perf_counter() - t
@@ -72,7 +76,9 @@ print("RESULT " + json.dumps(timings))
 """
 
 
-def run(device: str, size: str, *, warm: bool, eager: bool, profile: bool = False, top: int = 20) -> str:
+def run(
+    device: str, size: str, *, warm: bool, eager: bool, kernels: bool = True, profile: bool = False, top: int = 20
+) -> str:
     code = CHILD.format(
         server=str(ROOT / "server"),
         root=str(ROOT),
@@ -80,6 +86,7 @@ def run(device: str, size: str, *, warm: bool, eager: bool, profile: bool = Fals
         device=device,
         size=size,
         warm=warm,
+        kernels=kernels,
         profile=profile,
         top=top,
     )
@@ -102,12 +109,13 @@ def main() -> None:
     keys = ["import", "cuda_init", "warm_up", "build", "first_forward", "second_forward", "new_instance_first_forward"]
     print(f"{'case':<34}" + "".join(f"{k:>14}" for k in keys))
     for size in args.sizes.split(","):
-        for label, warm, eager in (
-            ("spare warm-up", True, False),
-            ("no warm-up", False, False),
-            ("EAGER + warm-up", True, True),
+        for label, warm, eager, kernels in (
+            ("spare warm-up", True, False, True),
+            ("autograd pass only", True, False, False),
+            ("no warm-up", False, False, False),
+            ("EAGER + warm-up", True, True, True),
         ):
-            out = run(args.device, size, warm=warm, eager=eager)
+            out = run(args.device, size, warm=warm, eager=eager, kernels=kernels)
             line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
                 print(f"{size} {label:<28} {out.strip()[:400]}")

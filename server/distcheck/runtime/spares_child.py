@@ -5,11 +5,11 @@ initialised there) before any validation asks for it. It arms its lifeline at on
 forkserver, which dies with the owner), leads its own process group, then warms what a rank pays for
 on its first forward: its CUDA context on its device (module loading as the user set it, lazy by
 default: eager loading took 4-5 s and 1.3 GB of GPU memory per spare on an H200, lazy 0.55 s and 0.64 GB,
-bench/RESULTS_gpu.md), a first autograd pass there (which loads the kernels a first forward needs),
-and the third-party packages the pool names (learned from the target's previous validation). The last
-two only while no job has come: a spare claimed while it warms (a validation in a process that had no
-warm spare yet) runs its job once its CUDA context is up, and the job loads what it needs itself. It
-imports no user module. Then it waits on its pipe:
+bench/RESULTS_gpu.md), a first autograd pass there, the third-party packages the pool names (learned
+from the target's previous validation) and the kernels of the operator families models are built from
+(`spare_warmup`). Those only while no job has come: a spare claimed while it warms (a validation in a
+process that had no warm spare yet) runs its job once its CUDA context is up, and the job loads what
+it needs itself. It imports no user module. Then it waits on its pipe:
 
 - `("build", {...})`: become rank `rank` of a coming run (its log, beacon and environment in that
   run's directory), import the factory's module and build the wrapper now, keep it for the run;
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import math
 import os
 import pickle
 import sys
@@ -129,8 +128,11 @@ def _job_waiting(conn: Connection) -> bool:
 def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Warm this spare: its CUDA context, then (unless its job has arrived meanwhile, which loads what
     it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass, the
-    packages the pool names and a reading of the memory it holds."""
+    packages the pool names, the kernels of the common operator families (`spare_warmup`) and a
+    reading of the memory it holds."""
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
+
+    from . import spare_warmup
 
     t0 = time.perf_counter()
     phases: dict[str, float] = {}  # seconds per warm-up step, for `spares.report()` and the bench
@@ -144,7 +146,7 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
     if job_waiting():
         skipped.append("autograd")
     else:
-        _warm_autograd(device)
+        spare_warmup.warm_autograd(device)
         phases["autograd"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     failed: list[str] = []
@@ -158,9 +160,14 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
             imported.append(name)
         except BaseException as exc:  # a package that fails here fails in the rank again, with its log
             failed.append(f"{name}: {type(exc).__name__}")
+    phases["packages"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    kernels = spare_warmup.warm_kernels(device, job_waiting)
+    skipped += kernels.skipped
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    phases["packages"] = time.perf_counter() - t1
+    if kernels.warmed:
+        phases["kernels"] = time.perf_counter() - t1
     warm_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     if job_waiting():  # `nvidia-smi` takes up to seconds; only an idle spare's memory is reported
@@ -178,40 +185,10 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
         "module_loading": os.environ.get("CUDA_MODULE_LOADING", ""),
         "packages": imported,
         "failed_imports": failed,
+        "failed_kernels": kernels.failed,
         "memory_bytes": _own_memory(),
         **gpu,
     }
-
-
-def _warm_autograd(device: torch.device) -> None:
-    """One tiny forward + forces on `device` in float64 and float32: loads the kernels, libraries and
-    autograd machinery a first rank forward would (cuBLAS for a linear layer, an embedding gather, a
-    gather and an index_add per edge, an index_add per system, smooth activations, `autograd.grad`),
-    so the first real forward of a rank or reference in this spare does not pay for loading them."""
-    import torch
-    import torch.nn.functional as F
-
-    def values(*shape: int, dtype: torch.dtype) -> torch.Tensor:
-        """Fixed values, not random ones: the warm-up leaves the generators as the fork left them."""
-        n = math.prod(shape)
-        return torch.linspace(-1.0, 1.0, n, dtype=dtype, device=device).reshape(shape).requires_grad_(True)
-
-    for dtype in (torch.float64, torch.float32):
-        pos = values(8, 3, dtype=dtype)
-        edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]], device=device)
-        table = values(4, 16, dtype=dtype)
-        weight = values(16, 16, dtype=dtype)
-        vec = pos[edges[1]] - pos[edges[0]]
-        r = torch.linalg.vector_norm(vec, dim=-1)
-        h = F.embedding(torch.zeros(8, dtype=torch.long, device=device), table)
-        messages = F.silu(F.linear(h[edges[1]], weight)) * torch.exp(-r).unsqueeze(-1)
-        h = h + torch.zeros_like(h).index_add(0, edges[0], messages)
-        e_atom = torch.tanh(h @ weight).sum(dim=1)
-        energy = torch.zeros(1, dtype=dtype, device=device).index_add(
-            0, torch.zeros(8, dtype=torch.long, device=device), e_atom
-        )
-        (grad,) = torch.autograd.grad(energy, pos, grad_outputs=torch.ones_like(energy))
-        del grad
 
 
 def _own_memory() -> int:

@@ -44,14 +44,21 @@ def test_no_rank_and_no_forkserver_imports_torch_dynamo() -> None:
 
 
 def test_the_warm_ups_draw_no_random_numbers() -> None:
-    """The forkserver's mode warm-up and a spare's autograd warm-up leave torch's generator as they found
-    it: what a process's model draws must not depend on which warm-ups ran there."""
+    """The forkserver's mode warm-up and a spare's autograd and kernel warm-ups leave torch's, numpy's and
+    Python's generators as they found them: what a process's model draws must not depend on which
+    warm-ups ran there."""
+    import random
+
+    import numpy as np
     import torch
 
-    from distcheck.runtime import spares_child
+    from distcheck.runtime import spare_warmup
     from distcheck.runtime.mode_warmup import warm_modes
 
-    before = torch.get_rng_state()
+    before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
     warm_modes()
-    spares_child._warm_autograd(torch.device("cpu"))
-    assert torch.equal(before, torch.get_rng_state())
+    spare_warmup.warm_autograd(torch.device("cpu"))
+    done = spare_warmup.warm_kernels(torch.device("cpu"))
+    assert done.failed == [] and done.skipped == [] and len(done.warmed) == len(spare_warmup.FAMILIES)
+    assert torch.equal(before[0], torch.get_rng_state())
+    assert (before[1] == np.random.get_state()[1]).all() and before[2] == random.getstate()

@@ -160,7 +160,7 @@ def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() 
     the spare skip them (its model loads what it needs itself), and the report says what was skipped."""
     import sys
 
-    from distcheck.runtime import spares_child
+    from distcheck.runtime import spare_warmup, spares_child
 
     sys.modules.pop("colorsys", None)
     idle = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: False)
@@ -168,4 +168,6 @@ def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() 
     sys.modules.pop("colorsys", None)
     claimed = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
     assert "autograd" not in claimed["phases"] and claimed["packages"] == []
-    assert claimed["skipped"] == ["autograd", "colorsys", "memory_query"] and "colorsys" not in sys.modules
+    families = [name for name, _ in spare_warmup.FAMILIES]
+    assert claimed["skipped"] == ["autograd", "colorsys", *families, "memory_query"] and "colorsys" not in sys.modules
+    assert idle["failed_kernels"] == [] and "kernels" in idle["phases"] and "kernels" not in claimed["phases"]

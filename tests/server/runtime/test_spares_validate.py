@@ -43,8 +43,6 @@ def test_spares_give_the_same_report_as_fresh_processes(
     assert "distcheck" not in learned and "examples" not in learned and "torch" not in learned, learned
 
 
-
-
 def _unaware(**options: Any) -> Any:
     """The halo-unaware MPNN under its wrong spec: the first attempt fails, a `local` halo passes."""
     return validate_on_cpu(
