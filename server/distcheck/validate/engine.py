@@ -29,6 +29,7 @@ from .attempt_ahead import AttemptAhead, planned_first_spec, remember_first_spec
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
 from .autofix import FixContext, propose
 from .deadline import Budget
+from .field_cache import field_for
 from .health import system_health
 from .inference import infer_spec
 from .next_action import next_action
@@ -45,6 +46,7 @@ __all__ = ["ProgressCallback", "run_validation"]
 
 ProgressCallback = Callable[[str, Mapping[str, Any]], None]
 """`progress(event, info)`: the validator's progress events (`reference_started`, `attempt_finished`, ...)."""
+
 
 def _emit(progress: ProgressCallback | None, event: str, **info: Any) -> None:
     if progress is not None:
@@ -131,6 +133,12 @@ def _initial_spec(
         notes.append(field_note)
         rationale += f"; {field_note}"
     return spec, notes, rationale, receptive
+
+
+def _field(reference_run: ReferenceRun, s: RunSetup) -> dict[str, Any]:
+    """The receptive-field measurement of this validation: remembered for this model and sample
+    (`field_cache`), else the reference child's."""
+    return field_for(reference_run.field, s.ref.describe(), str(s.devices[0]), s.batch.to_state(), reference_run.result)
 
 
 def _from_reference(
@@ -241,7 +249,7 @@ def _from_reference(
                 if outcome is None and not (early is not None and early.pending):
                     outcome = launch(current)  # runs while the reference measures the receptive field
                 t_field = time.perf_counter()
-                reference["receptive_field"] = reference_run.field.collect()
+                reference["receptive_field"] = _field(reference_run, s)
                 field_wait = time.perf_counter() - t_field
                 measured, notes, rationale, receptive = _initial_spec(
                     reference, batch.num_atoms, batch.num_systems, prior
@@ -337,7 +345,7 @@ def _from_reference(
         best_index=best_index,
     )
     if "receptive_field" not in reference:  # no attempt ran (the deadline): the measurement is still reported
-        reference["receptive_field"] = reference_run.field.collect()
+        reference["receptive_field"] = _field(reference_run, s)
         receptive = receptive_record(reference)
     report.receptive_field, report.roundoff = receptive, floor.record()
     report.sample_warnings = sample_warnings(batch, reference, current.output_kinds, atol)

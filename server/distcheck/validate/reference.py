@@ -36,6 +36,7 @@ from ..runtime.source import definition_site
 from ..runtime.spares_cache import third_party_since
 from ..runtime.spares_prepared import ValidationSpares
 from ..runtime.supervise import stop_all, supervise
+from .field_cache import module_files
 from .helpers import HelperTracer
 from .layers import LayerRecorder
 from .receptive import SCATTERS, SourceCapture
@@ -209,6 +210,8 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         "timings": {"factory": t_factory, "forward": t_forward},
         # what the spares of this target's next validation import ahead (`spares_cache`)
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
+        # the files of what building and running the model imported: part of `field_cache`'s key
+        "model_files": module_files(set(sys.modules) - loaded_before),
     }
     return result, probe
 

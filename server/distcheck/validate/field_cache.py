@@ -1,0 +1,169 @@
+"""Receptive-field measurements remembered for the next validation of the same model on the same sample.
+
+The measurement (`receptive.measure_receptive_field`) costs three more forwards of the sample and the
+graph work, which at 100k atoms is the longest step a validation waits for once its ranks have run.
+Validating one target again and again with only the spec changed (a quick fix applied, auto-fix, a
+re-validation on save of the spec file) measures the same thing each time. So a measurement is
+stored under a key of everything it depends on, and a validation whose key is stored takes it from
+there and stops the reference child's own measurement:
+
+- the target (the factory as written), the device, torch's version and the measurement's own code;
+- the sample: every tensor of its state, byte for byte;
+- the model: the fingerprint of its weights (`model_identity`), what the wrapper declares, the
+  neighbour cutoffs its forward asked for, and the file (mtime and size) of every module the reference
+  child imported to build and run it, the user's own among them;
+- its answers: every reference output, rounded to about six significant digits of its largest value
+  (so run-to-run noise on a GPU rarely changes the key, and a change of the model that the files and
+  weights do not show, such as a setting read from a data file, almost always does).
+
+A measurement that did not finish is never stored. The note of a remembered one says so. The file is
+`<cache>/distcheck/receptive-fields.json` (the newest `MAX_ENTRIES`); DISTCHECK_FIELD_CACHE=0 turns
+this off. Best effort: an unreadable or unwritable cache only means the field is measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import torch
+
+from ..runtime.spares_cache import cache_path as _spares_cache_path
+from .reference_field import PendingField
+
+__all__ = ["MAX_ENTRIES", "field_for", "field_key", "module_files"]
+
+MAX_ENTRIES = 64
+
+REMEMBERED_NOTE = "remembered from an earlier validation of this model on this sample, since nothing it depends on changed"
+
+_MEASUREMENT_CODE = ("receptive.py", "receptive_graph.py", "reference_field.py", "field_cache.py")
+
+
+def _enabled() -> bool:
+    return os.environ.get("DISTCHECK_FIELD_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _path() -> Path:
+    return Path(_spares_cache_path()).with_name("receptive-fields.json")
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
+
+
+def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
+    """The file of each module in `names` that has one, with its mtime (ns) and size (None: gone).
+    Called in the reference child with the modules it imported to build and run the model."""
+    found: dict[str, list[int] | None] = {}
+    for name in names:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(path, str) and path not in found:
+            found[path] = _stamp(path)
+    return dict(sorted(found.items()))
+
+
+def _digest_into(h: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().to("cpu").contiguous()
+        h.update(f"tensor{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    elif isinstance(value, Mapping):
+        for k in sorted(value, key=str):
+            h.update(f"key:{k}".encode())
+            _digest_into(h, value[k])
+    elif isinstance(value, (list, tuple)):
+        h.update(f"seq{len(value)}".encode())
+        for v in value:
+            _digest_into(h, v)
+    else:
+        h.update(repr(value).encode())
+
+
+def _rounded(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each output on a grid of 2**-20 of its largest magnitude: noise at round-off moves no value."""
+    rounded = {}
+    for name, value in outputs.items():
+        t = value.detach().to("cpu", torch.float64)
+        scale = float(t.abs().max()) if t.numel() else 0.0
+        rounded[name] = torch.round(t / scale * 2**20).to(torch.int64) if scale > 0 else t
+    return rounded
+
+
+def field_key(target: str, device: str, batch_state: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
+    """The key of the field `reference` (the reference run's result) would measure on `batch_state`."""
+    h = hashlib.sha256()
+    code = Path(__file__).parent
+    _digest_into(
+        h,
+        {
+            "target": target,
+            "device": device,
+            "torch": torch.__version__,
+            "code": {name: _stamp(str(code / name)) for name in _MEASUREMENT_CODE},
+            "sample": batch_state,
+            "weights": reference.get("weights"),
+            "wrapper": reference.get("wrapper"),
+            "neighbor_cutoffs": reference.get("neighbor_cutoffs"),
+            "receptive_cutoff": reference.get("receptive_cutoff"),
+            "files": reference.get("model_files"),
+            "outputs": _rounded(reference.get("outputs", {})),
+        },
+    )
+    return h.hexdigest()
+
+
+def _read() -> dict[str, Any]:
+    try:
+        data = orjson.loads(_path().read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(data: dict[str, Any]) -> None:
+    path = _path()
+    with contextlib.suppress(OSError, TypeError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".receptive-fields.")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(orjson.dumps(data))
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def field_for(
+    pending: PendingField, target: str, device: str, batch_state: Mapping[str, Any], reference: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The field of the validation of `target` on `device` whose reference run returned `reference` on
+    `batch_state` and is measuring in `pending`: remembered (the child's measurement then stopped), else
+    collected from the child and remembered when it finished."""
+    if not _enabled():
+        return pending.collect()
+    key = field_key(target, device, batch_state, reference)
+    entries = _read()
+    remembered = entries.get(key)
+    if isinstance(remembered, dict) and remembered.get("status") != "not_measured":
+        pending.close()
+        note = str(remembered.get("note") or "")
+        return {**remembered, "note": f"{note}; {REMEMBERED_NOTE}" if note else REMEMBERED_NOTE, "seconds_total": 0.0}
+    measured = pending.collect()
+    if measured.get("status") != "not_measured":
+        entries.pop(key, None)
+        entries[key] = measured
+        _write(dict(list(entries.items())[-MAX_ENTRIES:]))
+    return measured
