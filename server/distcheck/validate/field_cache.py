@@ -16,7 +16,9 @@ there and stops the reference child's own measurement:
   (so run-to-run noise on a GPU rarely changes the key, and a change of the model that the files and
   weights do not show, such as a setting read from a data file, almost always does).
 
-A measurement that did not finish is never stored. The note of a remembered one says so. The file is
+A measurement that did not finish is never stored. A remembered one is the stored dict with
+`"remembered": True` (the report's record is the same either way, so two validations of one model
+give the same report). The file is
 `<cache>/distcheck/receptive-fields.json` (the newest `MAX_ENTRIES`); DISTCHECK_FIELD_CACHE=0 turns
 this off. Best effort: an unreadable or unwritable cache only means the field is measured.
 """
@@ -41,8 +43,6 @@ from .reference_field import PendingField
 __all__ = ["MAX_ENTRIES", "field_for", "field_key", "module_files"]
 
 MAX_ENTRIES = 64
-
-REMEMBERED_NOTE = "remembered from an earlier validation of this model on this sample, since nothing it depends on changed"
 
 _MEASUREMENT_CODE = ("receptive.py", "receptive_graph.py", "reference_field.py", "field_cache.py")
 
@@ -91,13 +91,15 @@ def _digest_into(h: Any, value: Any) -> None:
         h.update(repr(value).encode())
 
 
-def _rounded(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Each output on a grid of 2**-20 of its largest magnitude: noise at round-off moves no value."""
-    rounded = {}
+def _rounded(outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Each output as its largest magnitude to six significant digits and its values on a grid of
+    2**-20 of that: noise at round-off moves neither."""
+    rounded: dict[str, Any] = {}
     for name, value in outputs.items():
         t = value.detach().to("cpu", torch.float64)
         scale = float(t.abs().max()) if t.numel() else 0.0
-        rounded[name] = torch.round(t / scale * 2**20).to(torch.int64) if scale > 0 else t
+        grid = torch.round(t / scale * 2**20).to(torch.int64) if scale > 0 else t
+        rounded[name] = (f"{scale:.6e}", grid)
     return rounded
 
 
@@ -159,8 +161,7 @@ def field_for(
     remembered = entries.get(key)
     if isinstance(remembered, dict) and remembered.get("status") != "not_measured":
         pending.close()
-        note = str(remembered.get("note") or "")
-        return {**remembered, "note": f"{note}; {REMEMBERED_NOTE}" if note else REMEMBERED_NOTE, "seconds_total": 0.0}
+        return {**remembered, "seconds_total": 0.0, "remembered": True}
     measured = pending.collect()
     if measured.get("status") != "not_measured":
         entries.pop(key, None)
