@@ -126,9 +126,11 @@ class ValidationSpares:
         self._pause = contextlib.ExitStack()
 
     def start(self) -> None:
-        """Before the reference run: ask for the spares (returns at once). On a machine with too few
-        cores for the validation's processes and new spares at once, refills wait for its end."""
-        if not roomy(self.world_size):
+        """Before the reference run: ask for the spares (returns at once). Refills wait for the
+        validation's end on a machine with too few cores for its processes and new spares at once, and
+        when it runs on a GPU: a spare warming up there (its context, its kernels) time-slices the GPU
+        with the validation's own processes, and its launches take cores from them."""
+        if not roomy(self.world_size) or any(str(d).startswith("cuda") for d in self.devices):
             self._pause.enter_context(pool().paused())
         pool().want(rank_counts(self.devices), self.packages)
 

@@ -160,7 +160,7 @@ def field_for(
     entries = _read()
     remembered = entries.get(key)
     if isinstance(remembered, dict) and remembered.get("status") != "not_measured":
-        pending.close()
+        pending.abandon()
         return {**remembered, "seconds_total": 0.0, "remembered": True}
     measured = pending.collect()
     if measured.get("status") != "not_measured":

@@ -115,6 +115,15 @@ class PendingField:
         self.close()
         return result
 
+    def abandon(self) -> None:
+        """The measurement is not needed: kill the child now without waiting for it to end (a CUDA
+        process takes a while to), so it stops using the device; `close` reaps it later."""
+        from ..runtime import lifeline
+
+        lifeline.kill_tree([p.pid for p in self.procs if getattr(p, "pid", None) and p.exitcode is None])
+        if self._result is None:
+            self._result = _not_measured(self.cutoff, "the measurement was not needed")
+
     def close(self) -> None:
         """Stop the child (if still running) and remove its run directory."""
         stop_all(self.procs)

@@ -97,8 +97,8 @@ class _Pending:
         self.calls.append("collect")
         return self.measured
 
-    def close(self) -> None:
-        self.calls.append("close")
+    def abandon(self) -> None:
+        self.calls.append("abandon")
 
 
 MEASURED = {"status": "measured", "cutoff": 3.0, "measured_depth": 2, "basis": "energy", "probes": 2, "note": "n"}
@@ -115,7 +115,7 @@ def test_a_remembered_measurement_stops_the_childs_own() -> None:
     assert _field_for(first) == MEASURED and first.calls == ["collect"]
     second = _Pending({"status": "measured", "measured_depth": 9})
     found = _field_for(second)
-    assert second.calls == ["close"], "the child must not be waited for"
+    assert second.calls == ["abandon"], "the child must not be waited for"
     assert found["measured_depth"] == 2 and found["remembered"] is True
     third = _Pending(MEASURED)
     _field_for(third, weights={"w": [1, 1.0, 1.0]})  # another model: measured
@@ -155,7 +155,7 @@ def test_only_the_newest_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> No
     newest, oldest = _Pending(MEASURED), _Pending(MEASURED)
     _field_for(newest, weights={"w": [4]})
     _field_for(oldest, weights={"w": [0]})
-    assert newest.calls == ["close"] and oldest.calls == ["collect"]
+    assert newest.calls == ["abandon"] and oldest.calls == ["collect"]
 
 
 def test_a_validation_run_again_takes_the_field_and_a_saved_model_file_measures_again(tmp_path: Path) -> None:
