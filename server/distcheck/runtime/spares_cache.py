@@ -35,6 +35,7 @@ __all__ = [
     "packages_for",
     "record",
     "record_first_spec",
+    "site_dirs",
     "third_party_since",
 ]
 
@@ -48,7 +49,8 @@ def cache_path() -> str:
     return os.path.join(base, "distcheck", "spare-packages.json")
 
 
-def _site_dirs() -> list[str]:
+def site_dirs() -> list[str]:
+    """The installation's site directories (where installed packages live), resolved."""
     dirs = {sysconfig.get_paths().get(k, "") for k in ("purelib", "platlib")}
     with contextlib.suppress(AttributeError):
         dirs.update(site.getsitepackages())
@@ -64,7 +66,7 @@ def fingerprint() -> dict[str, Any]:
     except importlib.metadata.PackageNotFoundError:
         torch_version = ""
     mtimes = {}
-    for d in _site_dirs():
+    for d in site_dirs():
         with contextlib.suppress(OSError):
             mtimes[d] = os.stat(d).st_mtime_ns
     return {"python": sys.executable, "version": sys.version, "torch": torch_version, "site": mtimes}
@@ -82,7 +84,7 @@ def third_party_since(before: Iterable[str]) -> dict[str, str]:
     """Top-level installed packages imported since `before` (a snapshot of `sys.modules`' keys), each
     with the file it was loaded from: those under a site directory, not torch/numpy/distcheck."""
     seen = set(before)
-    sites = [d + os.sep for d in _site_dirs()]
+    sites = [d + os.sep for d in site_dirs()]
     found: dict[str, str] = {}
     for name in list(sys.modules):
         if name in seen:

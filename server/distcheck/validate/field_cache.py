@@ -7,11 +7,13 @@ re-validation on save of the spec file) measures the same thing each time. So a 
 stored under a key of everything it depends on, and a validation whose key is stored takes it from
 there and stops the reference child's own measurement:
 
-- the target (the factory as written), the device, torch's version and the measurement's own code;
+- the target (the factory as written), the device, the environment (interpreter, Python and torch
+  versions, the site directories' mtimes, which change when a package is installed or removed) and
+  the measurement's own code;
 - the sample: every tensor of its state, byte for byte;
 - the model: the fingerprint of its weights (`model_identity`), what the wrapper declares, the
-  neighbour cutoffs its forward asked for, and the file (mtime and size) of every module the reference
-  child imported to build and run it, the user's own among them;
+  neighbour cutoffs its forward asked for, and the file (mtime and size) of every module of the user's
+  own (not installed, not the standard library) the reference child imported to build and run it;
 - its answers: every reference output, rounded to about six significant digits of its largest value
   (so run-to-run noise on a GPU rarely changes the key, and a change of the model that the files and
   weights do not show, such as a setting read from a data file, almost always does).
@@ -29,6 +31,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -38,6 +41,7 @@ import orjson
 import torch
 
 from ..runtime.spares_cache import cache_path as _spares_cache_path
+from ..runtime.spares_cache import fingerprint, site_dirs
 from .reference_field import PendingField
 
 __all__ = ["MAX_ENTRIES", "field_for", "field_key", "module_files"]
@@ -63,14 +67,25 @@ def _stamp(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size]
 
 
+def _installed_prefixes() -> tuple[str, ...]:
+    """Where installed packages and the standard library live: their modules are stamped as one, by the
+    environment's fingerprint, not file by file (which of them a process imports anew depends on what
+    its spare imported ahead)."""
+    dirs = [*site_dirs(), *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib"))]
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
 def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
-    """The file of each module in `names` that has one, with its mtime (ns) and size (None: gone).
-    Called in the reference child with the modules it imported to build and run the model."""
+    """The file of each of the user's own modules in `names` (not installed, not the standard
+    library), with its mtime (ns) and size (None: gone). Called in the reference child with the
+    modules it imported to build and run the model."""
+    installed = _installed_prefixes()
     found: dict[str, list[int] | None] = {}
     for name in names:
         path = getattr(sys.modules.get(name), "__file__", None)
-        if isinstance(path, str) and path not in found:
-            found[path] = _stamp(path)
+        if not isinstance(path, str) or os.path.realpath(path).startswith(installed):
+            continue
+        found.setdefault(path, _stamp(path))
     return dict(sorted(found.items()))
 
 
@@ -112,7 +127,7 @@ def field_key(target: str, device: str, batch_state: Mapping[str, Any], referenc
         {
             "target": target,
             "device": device,
-            "torch": torch.__version__,
+            "environment": fingerprint(),  # interpreter, Python, torch, a package installed or removed
             "code": {name: _stamp(str(code / name)) for name in _MEASUREMENT_CODE},
             "sample": batch_state,
             "weights": reference.get("weights"),

@@ -86,6 +86,30 @@ def test_the_key_changes_with_the_target_and_the_device() -> None:
     assert field_cache.field_key("a.py:f", "cuda:0", sample, reference) != base
 
 
+def test_the_key_changes_with_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = _key()
+    monkeypatch.setattr(field_cache, "fingerprint", lambda: {"site": {"/venv/site-packages": 2}})
+    assert _key() != base  # a package installed or removed
+
+
+def test_only_the_users_own_modules_are_stamped() -> None:
+    """Which installed or standard-library modules a reference child imports anew depends on what its
+    spare imported ahead; they are covered by the environment's fingerprint instead."""
+    import json
+
+    import ase
+
+    import examples.mpnn
+
+    stamped = field_cache.module_files(["examples.mpnn", "json", "ase", "no.such.module"])
+    assert list(stamped) == [examples.mpnn.__file__]
+    assert json.__file__ not in stamped and ase.__file__ not in stamped
+    assert stamped[examples.mpnn.__file__] == [
+        os.stat(examples.mpnn.__file__).st_mtime_ns,
+        os.path.getsize(examples.mpnn.__file__),
+    ]
+
+
 class _Pending:
     """A `PendingField` stand-in that records what `field_for` did with it."""
 
