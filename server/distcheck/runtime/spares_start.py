@@ -38,6 +38,7 @@ BASE_PRELOAD: tuple[str, ...] = (
     "torch.fx.experimental.symbolic_shapes",
     "distcheck.runtime.launch",
     "distcheck.validate.instrument",
+    "vesin",  # the neighbour lists' library, imported on a process's first neighbour list (0.05 s)
     # last: what torch loads lazily on the first forward under a rank's modes, loaded once here
     "distcheck.runtime.mode_warmup",
 )

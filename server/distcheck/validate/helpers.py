@@ -75,6 +75,7 @@ class HelperTracer:
         self.owned_mask = owned_mask
         self.calls: dict[str, dict[str, Any]] = {}
         self.skipped: list[str] = []
+        self._functions: dict[str, Callable[..., Any]] = {}
 
     def _atom_arg(self, args: Sequence[Any]) -> int | None:
         for i, a in enumerate(args):
@@ -97,10 +98,11 @@ class HelperTracer:
         """`fn` recorded as `module.attr`; `skip` >= 0 for a method (the leading `self`/`cls` arguments,
         left out of the recorded positions), -1 for a module-level function."""
         method, skip = skip >= 0, max(skip, 0)
+        qualname = f"{module}.{attr}"
         record = self.calls.setdefault(
-            f"{module}.{attr}",
-            {"n_calls": 0, "samples": [], "source": _source(fn), "module": module, "attr": attr, "method": method},
+            qualname, {"n_calls": 0, "samples": [], "source": None, "module": module, "attr": attr, "method": method}
         )
+        self._functions.setdefault(qualname, fn)  # its source is looked up only if it is called (`collect`)
 
         @functools.wraps(fn)
         def traced(*args: Any, **kwargs: Any) -> Any:
@@ -157,8 +159,11 @@ class HelperTracer:
                         continue  # re-exported from elsewhere (e.g. torch functions)
                     wanted[id(fn)] = (fn, self._wrap(module.__name__, attr, fn))
             if wanted:
-                # One pass over every loaded module: the helper is replaced wherever it was imported by name.
-                for holder in list(sys.modules.values()):
+                # One pass over every loaded module that may hold a watched helper: the helper is replaced
+                # wherever it was imported by name.
+                for key, holder in list(sys.modules.items()):
+                    if key.partition(".")[0] in _NEVER_IMPORT_HELPERS:
+                        continue
                     namespace = getattr(holder, "__dict__", None)
                     if not isinstance(namespace, dict):
                         continue
@@ -188,11 +193,16 @@ class HelperTracer:
 
     def collect(self) -> dict[str, Any]:
         """Recorded calls per `module.function` (only functions that were called) and skipped packages."""
-        return {
-            "calls": {q: rec for q, rec in self.calls.items() if rec["n_calls"] > 0},
-            "skipped": list(self.skipped),
-        }
+        called = {q: rec for q, rec in self.calls.items() if rec["n_calls"] > 0}
+        for qualname, rec in called.items():
+            if rec["source"] is None:
+                rec["source"] = _source(self._functions[qualname])
+        return {"calls": called, "skipped": list(self.skipped)}
 
+
+_NEVER_IMPORT_HELPERS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "distcheck", "_pytest", "pytest"}
+"""Top-level packages that never import a third-party helper by name: their modules (most of those
+loaded, with the largest namespaces: a tenth of a second a scan in a rank) are not searched."""
 
 _ABSENT = object()
 """Marks a traced method that the class inherited (removed again rather than restored)."""
