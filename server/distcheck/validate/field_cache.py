@@ -93,7 +93,7 @@ def _digest_into(h: Any, value: Any) -> None:
     if isinstance(value, torch.Tensor):
         t = value.detach().to("cpu").contiguous()
         h.update(f"tensor{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     elif isinstance(value, Mapping):
         for k in sorted(value, key=str):
             h.update(f"key:{k}".encode())

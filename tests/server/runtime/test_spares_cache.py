@@ -26,7 +26,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path,
     (user / "spare_usermod.py").write_text("import sparepkg_a\n")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("DISTCHECK_SPARE_PACKAGES", raising=False)
-    monkeypatch.setattr(spares_cache, "_site_dirs", lambda: [os.path.realpath(site)])
+    monkeypatch.setattr(spares_cache, "site_dirs", lambda: [os.path.realpath(site)])
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.syspath_prepend(str(user))
     yield site, user

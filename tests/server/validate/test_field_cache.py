@@ -32,7 +32,13 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _sample() -> dict[str, Any]:
     positions = torch.linspace(0.0, 9.0, 30, dtype=torch.float64).reshape(10, 3)
-    return {"positions": positions, "atomic_numbers": torch.ones(10, dtype=torch.long), "extras": {}}
+    return {
+        "positions": positions,
+        "atomic_numbers": torch.ones(10, dtype=torch.long),
+        "pbc": torch.tensor([True, False, True]),
+        "charge": torch.tensor(0.0, dtype=torch.float64),  # a 0-dim tensor
+        "extras": {"spin": torch.tensor(2), "note": "x", "empty": torch.zeros(0)},
+    }
 
 
 def _reference() -> dict[str, Any]:
@@ -67,6 +73,8 @@ def test_the_key_is_the_same_for_the_same_model_sample_and_outputs() -> None:
     [
         {"positions": _sample()["positions"] + 1e-9},  # another sample, however close
         {"atomic_numbers": torch.full((10,), 2, dtype=torch.long)},
+        {"charge": torch.tensor(1.0, dtype=torch.float64)},
+        {"extras": {"spin": torch.tensor(1), "note": "x", "empty": torch.zeros(0)}},
         {"weights": {"w": [4, 1.5, 2.26]}},  # other weights
         {"wrapper": {"cutoff": 3.0, "num_interactions": 3}},  # another declaration
         {"neighbor_cutoffs": [4.0]},  # the forward asked for another cutoff
