@@ -33,6 +33,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     monkeypatch.setattr(spares, "prestart", prestart)
     monkeypatch.delenv("DISTCHECK_SPARES", raising=False)
     monkeypatch.delenv("DISTCHECK_START_METHOD", raising=False)
+    monkeypatch.setattr(early_start, "_cpu_only_torch", lambda: False)  # a CUDA build of torch
     return calls
 
 
@@ -66,6 +67,27 @@ def test_devices_that_need_torch_or_a_check_start_only_the_pool(
 ) -> None:
     early_start.start_early(options, FACTORY)
     assert started == [("pool",)]
+
+
+def test_auto_with_a_cpu_build_of_torch_starts_spares_on_the_cpu(
+    started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(early_start, "_cpu_only_torch", lambda: True)
+    early_start.start_early({"world_size": 3}, FACTORY)
+    assert started == [("pool",), ("spares", "cpu", 3, FACTORY)]
+
+
+def test_the_torch_build_is_read_without_importing_torch() -> None:
+    code = (
+        "import sys; from distcheck.jobs import early_start; "
+        "print(early_start._cpu_only_torch(), 'torch' in sys.modules)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(distcheck.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    import importlib.metadata
+
+    cpu_build = importlib.metadata.version("torch").endswith("+cpu")
+    assert out.stdout.split() == [str(cpu_build), "False"], out.stdout + out.stderr
 
 
 def test_with_spares_off_only_the_pool_starts(started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ both go on while the caller loads. No torch here.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,7 +20,8 @@ __all__ = ["start_early", "started_early"]
 def start_early(options: Mapping[str, Any], factory: str) -> None:
     """Start the process pool and, when `options` name the devices outright (`cpu`, `cuda:N`, or one of
     them per rank), the spares of a validation of `factory` on them, with the packages its model
-    imported last time. `auto` and a plain `cuda` need torch to resolve, so for them only the pool starts
+    imported last time. `auto` is the CPU where the installed torch is a CPU build (its version says
+    `+cpu`); otherwise `auto` and a plain `cuda` need torch to resolve, so for them only the pool starts
     (the validation asks for its spares once the device is known). Never raises: this only saves time,
     and whatever fails here fails again, with its proper message, when the validation starts them."""
     with contextlib.suppress(Exception):
@@ -29,6 +31,8 @@ def start_early(options: Mapping[str, Any], factory: str) -> None:
         with lifeline.helpers_ignore_sigint():  # a Ctrl-C now must not kill the forkserver mid-import
             process_context()
         device = str(options.get("device", option("device").default))
+        if device == "auto" and _cpu_only_torch():
+            device = "cpu"  # what `auto` resolves to with a torch built without CUDA
         devices = device.split(",")
         if not spares.enabled() or not all(d == "cpu" or d.startswith("cuda:") for d in devices):
             return
@@ -51,3 +55,11 @@ def started_early(options: Mapping[str, Any], factory: str) -> Iterator[None]:
             from ..runtime import spares
 
             spares.pool().settle()
+
+
+def _cpu_only_torch() -> bool:
+    """Whether the installed torch is a CPU build, read from its version without importing it."""
+    try:
+        return importlib.metadata.version("torch").endswith("+cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
