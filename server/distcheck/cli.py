@@ -181,7 +181,7 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if job is None:  # a launched job's size is the launcher's, checked when it joins
         check_rank_count(options.get("world_size", 2), CLI)
     # a local run's pool and spares start now, while the target and the sample load
-    early = started_early(options, target.factory) if job is None else contextlib.nullcontext()
+    early = started_early(options, target.factory, CLI) if job is None else contextlib.nullcontext()
     state = push_python_path(target.python_path)
     try:
         with early, _report_stream(out) as stream:

@@ -15,6 +15,7 @@ import pytest
 import distcheck
 from distcheck import cli
 from distcheck.jobs import early_start
+from distcheck.options import CLI
 from distcheck.runtime import spares, spares_start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,13 +44,13 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         ({"device": "cpu", "world_size": 3}, ("spares", "cpu", 3, FACTORY)),
         ({"device": "cuda:1"}, ("spares", "cuda:1", 2, FACTORY)),  # the default world size
         ({"device": "cuda:0,cuda:1"}, ("spares", ["cuda:0", "cuda:1"], 2, FACTORY)),
-        ({"device": "cpu,cpu,cpu", "world_size": 3}, ("spares", ["cpu", "cpu", "cpu"], 3, FACTORY)),
+        ({"device": "cpu,cpu,cpu"}, ("spares", "cpu", 3, FACTORY)),  # the list sets the world size
     ],
 )
 def test_devices_named_outright_start_the_pool_and_that_validations_spares(
     started: list[tuple[Any, ...]], options: dict[str, Any], expected: tuple[Any, ...]
 ) -> None:
-    early_start.start_early(options, FACTORY)
+    early_start.start_early(options, FACTORY, CLI)
     assert started == [("pool",), expected]
 
 
@@ -65,7 +66,7 @@ def test_devices_named_outright_start_the_pool_and_that_validations_spares(
 def test_devices_that_need_torch_or_a_check_start_only_the_pool(
     started: list[tuple[Any, ...]], options: dict[str, Any]
 ) -> None:
-    early_start.start_early(options, FACTORY)
+    early_start.start_early(options, FACTORY, CLI)
     assert started == [("pool",)]
 
 
@@ -73,7 +74,7 @@ def test_auto_with_a_cpu_build_of_torch_starts_spares_on_the_cpu(
     started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(early_start, "_cpu_only_torch", lambda: True)
-    early_start.start_early({"world_size": 3}, FACTORY)
+    early_start.start_early({"world_size": 3}, FACTORY, CLI)
     assert started == [("pool",), ("spares", "cpu", 3, FACTORY)]
 
 
@@ -92,7 +93,7 @@ def test_the_torch_build_is_read_without_importing_torch() -> None:
 
 def test_with_spares_off_only_the_pool_starts(started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISTCHECK_SPARES", "0")
-    early_start.start_early({"device": "cpu"}, FACTORY)
+    early_start.start_early({"device": "cpu"}, FACTORY, CLI)
     assert started == [("pool",)]
 
 
@@ -101,7 +102,7 @@ def test_a_start_that_fails_is_left_to_the_validation(monkeypatch: pytest.Monkey
         raise OSError("no forkserver today")
 
     monkeypatch.setattr(spares_start, "process_context", broken)
-    early_start.start_early({"device": "cpu"}, FACTORY)  # does not raise
+    early_start.start_early({"device": "cpu"}, FACTORY, CLI)  # does not raise
 
 
 EARLY_MODEL = """
@@ -164,7 +165,7 @@ import sys
 from distcheck import cli
 from distcheck.jobs import early_start
 seen = []
-early_start.start_early = lambda options, factory: seen.append("torch" in sys.modules)
+early_start.start_early = lambda options, factory, words: seen.append("torch" in sys.modules)
 cli.main(["validate", "missing.py:model_factory", "--device", "cpu"])
 print(seen)
 """

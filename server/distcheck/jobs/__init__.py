@@ -6,6 +6,7 @@ the directories its code is imported from (`paths`), its sample (`sample`, `dtyp
 (`devices`) and the run itself (`run`, `setup_errors`). Hints produced here are phrased in the caller's
 words (a `distcheck.options.Vocabulary`).
 
-`target`, `toml_index`, `pyproject` and `paths` import no torch (the editor daemon uses them); the other
-modules import it when called.
+`target`, `toml_index`, `pyproject` and `paths` import no torch (the editor daemon uses them), nor do
+`early_start` and `devices.named_devices` (the CLI starts its processes before it imports torch); the
+other modules import it when called.
 """

@@ -12,42 +12,41 @@ import importlib.metadata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..options import option
+from ..options import Vocabulary, option
+from .devices import named_devices
 
 __all__ = ["start_early", "started_early"]
 
 
-def start_early(options: Mapping[str, Any], factory: str) -> None:
-    """Start the process pool and, when `options` name the devices outright (`cpu`, `cuda:N`, or one of
-    them per rank), the spares of a validation of `factory` on them, with the packages its model
-    imported last time. `auto` is the CPU where the installed torch is a CPU build (its version says
-    `+cpu`); otherwise `auto` and a plain `cuda` need torch to resolve, so for them only the pool starts
-    (the validation asks for its spares once the device is known). Never raises: this only saves time,
-    and whatever fails here fails again, with its proper message, when the validation starts them."""
+def start_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -> None:
+    """Start the process pool and, when `options` name the devices outright (`named_devices`: `cpu`,
+    `cuda:N`, one per rank), the spares of a validation of `factory` on them, with the packages its
+    model imported last time. `auto` is the CPU where the installed torch is a CPU build (its version
+    says `+cpu`); otherwise `auto` and a plain `cuda` need torch to resolve, so for them only the pool
+    starts (the validation asks for its spares once the device is known). Never raises: this only saves
+    time, and whatever fails here (a device list `words` would refuse among it) fails again, with its
+    proper message, when the job resolves its devices."""
     with contextlib.suppress(Exception):
         from ..runtime import lifeline, spares
         from ..runtime.spares_start import process_context
 
         with lifeline.helpers_ignore_sigint():  # a Ctrl-C now must not kill the forkserver mid-import
             process_context()
-        device = str(options.get("device", option("device").default))
-        if device == "auto" and _cpu_only_torch():
-            device = "cpu"  # what `auto` resolves to with a torch built without CUDA
-        devices = device.split(",")
-        if not spares.enabled() or not all(d == "cpu" or d.startswith("cuda:") for d in devices):
+        named = dict(options)
+        if str(named.get("device", option("device").default)) == "auto" and _cpu_only_torch():
+            named["device"] = "cpu"  # what `auto` resolves to with a torch built without CUDA
+        devices = named_devices(named, words)
+        if devices is None or devices == "cuda" or not spares.enabled():
             return
-        world_size = int(options.get("world_size", len(devices) if len(devices) > 1 else option("world_size").default))
-        if len(devices) > 1 and len(devices) != world_size:
-            return  # refused with a hint when the job resolves its devices
-        spares.prestart(devices if len(devices) > 1 else device, world_size, factory=factory)
+        spares.prestart(devices, int(named.get("world_size", option("world_size").default)), factory=factory)
 
 
 @contextlib.contextmanager
-def started_early(options: Mapping[str, Any], factory: str) -> Iterator[None]:
+def started_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -> Iterator[None]:
     """`start_early`, and once the job is over, whatever its end, the pool settled: the spares a job
     that failed before its validation (a factory or sample that does not load) left unclaimed are
     dropped, or kept warm where the owner asked for that (`spares.keep_warm`)."""
-    start_early(options, factory)
+    start_early(options, factory, words)
     try:
         yield
     finally:

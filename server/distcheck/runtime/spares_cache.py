@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "cache_dir",
     "cache_path",
     "fingerprint",
     "first_spec_for",
@@ -43,10 +44,16 @@ MAX_TARGETS = 64
 _ALWAYS = {"torch", "distcheck", "numpy", "__main__", "__mp_main__"}
 
 
-def cache_path() -> str:
-    """Where the learned lists live (XDG_CACHE_HOME, else ~/.cache)."""
+def cache_dir() -> str:
+    """distcheck's directory for what it remembers between validations (under XDG_CACHE_HOME, else
+    ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "distcheck", "spare-packages.json")
+    return os.path.join(base, "distcheck")
+
+
+def cache_path() -> str:
+    """Where the learned lists live."""
+    return os.path.join(cache_dir(), "spare-packages.json")
 
 
 def site_dirs() -> list[str]:

@@ -7,7 +7,9 @@ an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm bet
 that long, as `spares.keep_warm` does) are read when the pool is made. DISTCHECK_RESIDENT_RANKS=0 starts
 every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`);
 DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts, =1 never waits, unset
-waits only where there are fewer cores than processes to run at once (`attempt_ahead`). No torch.
+waits only where there are fewer cores than processes to run at once (`attempt_ahead`).
+DISTCHECK_FIELD_CACHE=0 measures the receptive field in every validation instead of taking one
+remembered for the same model and sample (`validate/field_cache.py`). No torch.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["MIB", "PoolBounds", "attempt_ahead_enabled", "enabled", "pool_bounds", "resident_enabled"]
+__all__ = [
+    "MIB",
+    "PoolBounds",
+    "attempt_ahead_enabled",
+    "enabled",
+    "field_cache_enabled",
+    "pool_bounds",
+    "resident_enabled",
+]
 
 MIB = 1024 * 1024
 
@@ -32,6 +42,12 @@ def resident_enabled() -> bool:
     """Whether a validation keeps its ranks alive between its runs (not turned off by
     DISTCHECK_RESIDENT_RANKS=0)."""
     return not _off("DISTCHECK_RESIDENT_RANKS")
+
+
+def field_cache_enabled() -> bool:
+    """Whether a validation may take a receptive field remembered for its model and sample (not turned
+    off by DISTCHECK_FIELD_CACHE=0)."""
+    return not _off("DISTCHECK_FIELD_CACHE")
 
 
 def attempt_ahead_enabled(world_size: int) -> bool:

@@ -40,8 +40,8 @@ from typing import Any
 import orjson
 import torch
 
-from ..runtime.spares_cache import cache_path as _spares_cache_path
-from ..runtime.spares_cache import fingerprint, site_dirs
+from ..runtime.spares_cache import cache_dir, fingerprint, site_dirs
+from ..runtime.spares_settings import field_cache_enabled
 from .reference_field import PendingField
 
 __all__ = ["MAX_ENTRIES", "field_for", "field_key", "module_files"]
@@ -51,12 +51,8 @@ MAX_ENTRIES = 64
 _MEASUREMENT_CODE = ("receptive.py", "receptive_graph.py", "reference_field.py", "field_cache.py")
 
 
-def _enabled() -> bool:
-    return os.environ.get("DISTCHECK_FIELD_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
 def _path() -> Path:
-    return Path(_spares_cache_path()).with_name("receptive-fields.json")
+    return Path(cache_dir()) / "receptive-fields.json"
 
 
 def _stamp(path: str) -> list[int] | None:
@@ -169,7 +165,7 @@ def field_for(
     """The field of the validation of `target` on `device` whose reference run returned `reference` on
     `batch_state` and is measuring in `pending`: remembered (the child's measurement then stopped), else
     collected from the child and remembered when it finished."""
-    if not _enabled():
+    if not field_cache_enabled():
         return pending.collect()
     key = field_key(target, device, batch_state, reference)
     entries = _read()

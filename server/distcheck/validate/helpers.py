@@ -200,7 +200,7 @@ class HelperTracer:
         return {"calls": called, "skipped": list(self.skipped)}
 
 
-_NEVER_IMPORT_HELPERS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "distcheck", "_pytest", "pytest"}
+_NEVER_IMPORT_HELPERS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "distcheck"}
 """Top-level packages that never import a third-party helper by name: their modules (most of those
 loaded, with the largest namespaces: a tenth of a second a scan in a rank) are not searched."""
 
