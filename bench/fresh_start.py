@@ -47,7 +47,8 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, s
 
 
 def measure(root: Path, device: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "server"), str(root)])}
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "server"), str(root), *inherited])}
     code, _, text = _run([sys.executable, "-c", FRESH, str(root), device], root, env)
     lines = [ln for ln in text.splitlines() if ln.startswith("{")]
     fresh = json.loads(lines[-1]) if code == 0 and lines else None

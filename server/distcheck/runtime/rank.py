@@ -21,6 +21,7 @@ import torch
 from ..batch import Batch
 from ..spec import MLIPSpec
 from . import beacon
+from .cpu_share import share
 from .factory import FactoryRef, load_object
 from .model_build import build_wrapper, weights_fingerprint
 from .torchscript import apply_torchscript_mode
@@ -58,7 +59,7 @@ def configure_rank_process(
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     os.environ.update(env)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
+    torch.set_num_threads(share(local_world_size))
     if device.type == "cuda":
         torch.cuda.set_device(device)
 

@@ -79,6 +79,7 @@ class ResidentRanks:
     run_dir: run_dirs.RunDir | None = None
     key: tuple[Any, ...] | None = None
     jobs: int = 0
+    devices: tuple[str, ...] = ()
 
     def serves(
         self, factory: str, world_size: int, devices: Sequence[str], backend: str, env: Mapping[str, str]
@@ -108,7 +109,7 @@ class ResidentRanks:
     ) -> None:
         """Take the ranks of a run that ended well (they now wait for a job) and their run directory."""
         self.release()
-        self.procs, self.run_dir = list(procs), run_dir
+        self.procs, self.run_dir, self.devices = list(procs), run_dir, tuple(devices)
         self.key = _key(factory, world_size, devices, backend, env)
         self.jobs = 0
 
@@ -133,15 +134,14 @@ class ResidentRanks:
         self.release()
 
     def release(self) -> None:
-        """Stop the kept ranks (with whatever they started) and remove their run directory; idempotent."""
-        from .supervise import stop_all
+        """Stop the kept ranks (with whatever they started) and remove their run directory; idempotent.
+        On a GPU the wait for them to end, and the removal, happen in the background (`reaper`)."""
+        from .reaper import retire
 
         procs, run_dir = self.procs, self.run_dir
         self.procs, self.run_dir, self.key = [], None, None
-        if procs:
-            stop_all(procs)
-        if run_dir is not None:
-            run_dir.remove()
+        if procs or run_dir is not None:
+            retire(procs, self.devices, run_dir.remove if run_dir is not None else None)
 
 
 def _key(

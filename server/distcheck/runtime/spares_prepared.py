@@ -51,14 +51,14 @@ class PreparedRanks:
         self.used = True
 
     def discard(self) -> None:
-        """Kill the spares (and what they started) and remove the run directory, unless a run took them."""
+        """Kill the spares (and what they started) and remove the run directory, unless a run took them
+        (on a GPU both end in the background: `reaper`)."""
         if self.used:
             return
         self.used = True
-        from .supervise import stop_all
+        from .reaper import retire
 
-        stop_all(self.spares)
-        self.run_dir.remove()
+        retire(self.spares, self.devices, self.run_dir.remove)
 
 
 def prepare_ranks(

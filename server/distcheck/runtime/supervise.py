@@ -10,7 +10,8 @@ inside a collective. On a timeout each running process is asked for its Python s
 any collective first, with its stack, and the ranks that waited for it in a collective after it.
 
 `stop_all` kills a run's processes with everything they started (`lifeline.kill_tree`) and the
-orphans such processes left with the forkserver. No torch.
+orphans such processes left with the forkserver, then waits for them: `kill_now` and `reap`, its two
+halves, let `reaper` wait off the caller's path. No torch.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from . import beacon, lifeline
 from .errors import DistributedError, Frame, RankFailure, RankTimeout
 from .frames import innermost_user_frame
 
-__all__ = ["read_failure", "stop_all", "supervise"]
+__all__ = ["kill_now", "read_failure", "reap", "stop_all", "supervise"]
 
 RESIDENT_POLL_S = 0.002
 """How often the wait looks for the results of processes that stay alive after their run."""
@@ -47,6 +48,13 @@ def _rank_name(r: int) -> str:
 def stop_all(procs: Sequence[Any]) -> None:
     """Kill every started process of `procs` and everything it started (process groups, new sessions,
     orphans adopted by the forkserver), then reap them. Safe on processes that never started."""
+    kill_now(procs)
+    reap(procs)
+
+
+def kill_now(procs: Sequence[Any]) -> None:
+    """Send SIGKILL to every started process of `procs` that is still running and to everything it
+    started (its tree, what is left of its process group); returns without waiting for any to end."""
     started = [p for p in procs if getattr(p, "_popen", None) is not None and p.pid is not None]
     lifeline.kill_tree([p.pid for p in started if p.exitcode is None])
     for p in started:
@@ -54,8 +62,14 @@ def stop_all(procs: Sequence[Any]) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
-    for p in started:
-        p.join(timeout=5)
+
+
+def reap(procs: Sequence[Any]) -> None:
+    """Wait for the killed processes of `procs` to end (5 s each at most), then kill the orphans they
+    left with the forkserver."""
+    for p in procs:
+        if getattr(p, "_popen", None) is not None and p.pid is not None:
+            p.join(timeout=5)
     _kill_adopted_orphans()
 
 

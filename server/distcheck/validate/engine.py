@@ -8,6 +8,7 @@ how its runs of the ranks start (its spares, the instrumentation, `run_distribut
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
 from ..report.parts import WrapperInfo, view
+from ..runtime.cpu_share import share, threads_at_most
 from ..runtime.errors import DistributedError
 from ..runtime.group import GroupSession
 from ..runtime.launch import DistributedRun
@@ -83,8 +85,10 @@ def run_validation(
     ahead = None
     if session is None:
         ahead = validation_spares(ref, devices, world_size, planned or prior, later_in_spares)
-    # the ranks of a run that ended well serve the next one (released however the validation ends)
-    with ResidentRanks() as kept:
+    # the ranks of a run that ended well serve the next one (released however the validation ends);
+    # this process shares the cores with them and the reference child (a launched job's rank 0 is a rank)
+    caller_threads = threads_at_most(share(world_size + 2)) if session is None else contextlib.nullcontext()
+    with ResidentRanks() as kept, caller_threads:
         resident = kept if resident_on else None
         early = None
         if planned is not None and ahead is not None and resident is not None:

@@ -355,7 +355,7 @@ def run_reference(
             phases["while_running"] = t_ahead - t_prepared
         phases["until_result"] = t_seen - t_start
         phases["load"] = time.perf_counter() - t_seen
-        pending = PendingField(procs, run_dir, deadline, result.get("receptive_cutoff"))
+        pending = PendingField(procs, run_dir, deadline, result.get("receptive_cutoff"), str(device))
         procs, handed_over = [], True
         return ReferenceRun(result, pending)
     except BaseException as exc:

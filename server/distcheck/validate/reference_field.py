@@ -23,7 +23,8 @@ import torch
 from ..batch import Batch
 from ..runtime import run_dirs
 from ..runtime.errors import DistributedError
-from ..runtime.supervise import stop_all, supervise
+from ..runtime.reaper import retire
+from ..runtime.supervise import supervise
 from .receptive import measure_receptive_field, per_atom_quantities
 
 __all__ = ["FIELD_FILE", "FieldProbe", "PendingField"]
@@ -80,7 +81,10 @@ class PendingField:
     deadline: float
     """`time.perf_counter()` past which the measurement is abandoned (the reference run's bound)."""
     cutoff: float | None = None
+    device: str = "cpu"
+    """Where the child runs (`reaper.retire` waits for a CUDA child in the background)."""
     _result: dict[str, Any] | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
     waited: float = field(default=0.0, init=False)
     """Seconds `collect` waited for the child (0 when the field was there already)."""
 
@@ -116,19 +120,19 @@ class PendingField:
         return result
 
     def abandon(self) -> None:
-        """The measurement is not needed: kill the child now without waiting for it to end (a CUDA
-        process takes a while to), so it stops using the device; `close` reaps it later."""
-        from ..runtime import lifeline
-
-        lifeline.kill_tree([p.pid for p in self.procs if getattr(p, "pid", None) and p.exitcode is None])
+        """The measurement is not needed: stop the child now, so it stops using the device."""
         if self._result is None:
             self._result = _not_measured(self.cutoff, "the measurement was not needed")
+        self.close()
 
     def close(self) -> None:
-        """Stop the child (if still running) and remove its run directory."""
-        stop_all(self.procs)
-        self.procs = []
-        self.run_dir.remove()
+        """Stop the child (if still running) and remove its run directory, once (`reaper.retire`: for a
+        CUDA child both happen in the background)."""
+        if self._closed:
+            return
+        self._closed = True
+        procs, self.procs = self.procs, []
+        retire(procs, [self.device], self.run_dir.remove)
 
     def __enter__(self) -> PendingField:
         return self

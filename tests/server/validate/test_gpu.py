@@ -64,3 +64,34 @@ def test_later_attempts_on_resident_ranks_on_the_gpu(monkeypatch: pytest.MonkeyP
     assert [a.passed for a in report.attempts] == [False, True], report.next_action
     rendezvous = report.attempts[1].timings["rank_rendezvous"]
     assert (rendezvous == 0.0) == (resident == "1"), report.attempts[1].timings
+
+
+def test_a_gpu_validation_returns_before_its_processes_are_reaped_and_none_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ranks and the reference child are killed when the validation returns and reaped in the
+    background (a CUDA process takes 0.1-0.3 s to end); once reaped, none of them is left."""
+    import psutil
+
+    from distcheck.runtime import reaper
+
+    killed: list[int] = []
+    kill_now = reaper.kill_now
+
+    def recording(procs: list[object]) -> None:
+        killed.extend(int(p.pid) for p in procs if getattr(p, "pid", None))  # type: ignore[attr-defined]
+        kill_now(procs)
+
+    monkeypatch.setattr(reaper, "kill_now", recording)
+    report = trace_and_validate(mpnn.model_factory, mpnn.sample_batch(), world_size=2, device="cuda:0")
+    assert report.ok, report.next_action
+    assert len(killed) >= 3, f"the ranks and the reference child were not retired: {killed}"
+    assert reaper.settle(30)
+    alive = []
+    for pid in killed:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    assert not alive, f"processes of the validation still running once reaped: {alive}"

@@ -60,12 +60,16 @@ def gpu_used_bytes() -> int:
 
 @pytest.fixture(autouse=True)
 def gpu_and_processes_clean() -> Iterator[None]:
-    """No rank left behind and the GPU's memory back to its starting level after each test."""
+    """No rank left behind (killed ones are given a moment to end) and the GPU's memory back to its
+    starting level after each test."""
     before = gpu_used_bytes()
     yield
+    deadline = time.monotonic() + 20.0  # killed CUDA processes end in the background (`runtime/reaper.py`)
     leftovers = leftover_processes()
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.2)
+        leftovers = leftover_processes()
     assert not leftovers, f"processes left behind: {leftovers}"
-    deadline = time.monotonic() + 20.0
     after = gpu_used_bytes()
     while after - before > MEMORY_TOLERANCE and time.monotonic() < deadline:
         time.sleep(1.0)
