@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lifeline, spares
+from . import lifeline, reaper, spares
 
 __all__ = ["Ended", "adopt_orphans", "end_helpers"]
 
@@ -43,10 +43,13 @@ def adopt_orphans() -> bool:
 
 
 def end_helpers(timeout_s: float = 10.0) -> Ended:
-    """Drop the spare pool, stop the forkserver (it kills its subtree on the way out) and the resource
-    tracker, each waited for up to `timeout_s` and killed after that, then kill every process still
-    under this one. Returns what it did; never raises."""
+    """Wait for the processes being reaped in the background (`reaper`), drop the spare pool, stop the
+    forkserver (it kills its subtree on the way out) and the resource tracker, each waited for up to
+    `timeout_s` and killed after that, then kill every process still under this one. Returns what it
+    did; never raises."""
     ended = Ended()
+    with contextlib.suppress(Exception):  # killed already: their reaping, and their run directories' removal
+        reaper.settle(timeout_s)
     with contextlib.suppress(Exception):
         spares.close_pool()
     for name, stop in (("forkserver", _stop_forkserver), ("resource tracker", _stop_resource_tracker)):

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from distcheck.runtime import reaper
 
 CTX = multiprocessing.get_context("spawn")
@@ -20,6 +22,14 @@ CTX = multiprocessing.get_context("spawn")
 
 def _sleep_forever() -> None:
     time.sleep(600)
+
+
+def _running(pid: int | None) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _started(n: int) -> list[multiprocessing.process.BaseProcess]:
@@ -51,13 +61,15 @@ def test_gpu_processes_are_killed_at_once_and_reaped_in_the_background() -> None
     reaper.retire(procs, ["cuda:0", "cuda:0"], then)
     assert time.perf_counter() - t0 < 5
     assert done == [] and reaper.pending() == 1
-    for p in procs:  # killed already: each ends without anything else sent to it
-        p.join(10)
-        assert p.exitcode == -9
+    deadline = time.monotonic() + 10  # killed already: each ends with nothing more sent to it
+    while any(_running(p.pid) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(_running(p.pid) for p in procs)
     assert not reaper.settle(0.2), "settle returned though `then` had not run"
     release.set()
     assert reaper.settle(30)
     assert done == [True] and reaper.pending() == 0
+    assert [p.exitcode for p in procs] == [-9, -9]
 
 
 def test_a_failing_cleanup_still_counts_as_reaped() -> None:
