@@ -66,16 +66,26 @@ def site_dirs() -> list[str]:
     return sorted(os.path.realpath(d) for d in dirs if d and os.path.isdir(d))
 
 
+_TORCH_VERSION: dict[tuple[tuple[str, int], ...], str] = {}
+"""torch's installed version, read for the site directories' mtimes it was read under (reading a
+package's metadata costs milliseconds, and a validation asks several times)."""
+
+
 def fingerprint() -> dict[str, Any]:
     """What the lists depend on: interpreter, Python and torch versions, each site directory's mtime."""
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = ""
     mtimes = {}
     for d in site_dirs():
         with contextlib.suppress(OSError):
             mtimes[d] = os.stat(d).st_mtime_ns
+    key = tuple(sorted(mtimes.items()))
+    torch_version = _TORCH_VERSION.get(key)
+    if torch_version is None:  # first call, or a package was installed or removed since
+        try:
+            torch_version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = ""
+        _TORCH_VERSION.clear()
+        _TORCH_VERSION[key] = torch_version
     return {"python": sys.executable, "version": sys.version, "torch": torch_version, "site": mtimes}
 
 

@@ -91,3 +91,27 @@ def test_a_broken_cache_file_means_nothing_learned(env: tuple[Path, Path]) -> No
     path.write_text("{not json")
     assert spares_cache.packages_for("models/m.py:factory") == []
     assert _learn() == ["sparepkg_a"]  # and it is rewritten whole
+
+
+def test_the_fingerprint_reads_torchs_version_again_only_when_a_site_directory_changed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.metadata
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    reads: list[str] = []
+
+    def version(name: str) -> str:
+        reads.append(name)
+        return f"2.{len(reads)}.0"
+
+    monkeypatch.setattr(spares_cache, "site_dirs", lambda: [str(site)])
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    os.utime(site, ns=(1_000_000_000, 1_000_000_000))
+    first = spares_cache.fingerprint()
+    assert spares_cache.fingerprint() == first and reads == ["torch"]
+    os.utime(site, ns=(2_000_000_000, 2_000_000_000))  # a package installed or removed
+    changed = spares_cache.fingerprint()
+    assert reads == ["torch", "torch"]
+    assert changed["torch"] == "2.2.0" and changed["site"] != first["site"]
