@@ -39,8 +39,9 @@ BASE_PRELOAD: tuple[str, ...] = (
     "distcheck.runtime.launch",
     "distcheck.validate.instrument",
     "vesin",  # the neighbour lists' library, imported on a process's first neighbour list (0.05 s)
-    # last: what torch loads lazily on the first forward under a rank's modes, loaded once here
+    # what torch loads lazily on the first forward under a rank's modes, loaded once here
     "distcheck.runtime.mode_warmup",
+    "distcheck.runtime.preloaded",  # last: the names of all of the above (`preloaded.MODULES`)
 )
 
 

@@ -161,8 +161,9 @@ class HelperTracer:
             if wanted:
                 # One pass over every loaded module that may hold a watched helper: the helper is replaced
                 # wherever it was imported by name.
+                watched_tops = {m.__name__.partition(".")[0] for m in modules}
                 for key, holder in list(sys.modules.items()):
-                    if key.partition(".")[0] in _NEVER_IMPORT_HELPERS:
+                    if not _may_hold_helpers(key, watched_tops):
                         continue
                     namespace = getattr(holder, "__dict__", None)
                     if not isinstance(namespace, dict):
@@ -203,6 +204,21 @@ class HelperTracer:
 _NEVER_IMPORT_HELPERS = frozenset(sys.stdlib_module_names) | {"torch", "numpy", "distcheck"}
 """Top-level packages that never import a third-party helper by name: their modules (most of those
 loaded, with the largest namespaces: a tenth of a second a scan in a rank) are not searched."""
+
+
+def _may_hold_helpers(module: str, watched_tops: set[str]) -> bool:
+    """Whether loaded module `module` may hold a watched helper imported by name: a module of a watched
+    package may; otherwise neither the standard library, torch, numpy and distcheck, nor what the
+    forkserver imported for every process before any target's code ran (`runtime.preloaded`: torch's
+    own dependencies, such as sympy's hundreds of modules) do."""
+    top = module.partition(".")[0]
+    if top in watched_tops:
+        return True
+    if top in _NEVER_IMPORT_HELPERS:
+        return False
+    preloaded = sys.modules.get("distcheck.runtime.preloaded")  # loaded in the pool's processes only
+    return preloaded is None or module not in preloaded.MODULES
+
 
 _ABSENT = object()
 """Marks a traced method that the class inherited (removed again rather than restored)."""

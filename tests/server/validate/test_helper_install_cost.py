@@ -50,3 +50,35 @@ def test_a_helpers_source_is_looked_up_only_once_it_is_called(monkeypatch: pytes
     assert list(calls) == [f"{WATCHED}.mol_sum"] and len(looked_up) == 1
     source = calls[f"{WATCHED}.mol_sum"]["source"]
     assert source is not None and source["file"].endswith("nbops.py")
+
+
+def test_what_the_forkserver_preloaded_is_not_searched_but_a_watched_package_and_later_imports_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a process of the pool (`runtime.preloaded` loaded), the modules imported for every process
+    before any target's code (torch's dependencies: sympy alone has hundreds) are not searched; a module
+    imported later, and any module of a watched package, are."""
+    original = nbops.mol_sum
+    early, later = types.ModuleType("preloaded_dependency"), types.ModuleType("spare_package_module")
+    early.mol_sum = later.mol_sum = nbops.mol_sum  # type: ignore[attr-defined]
+    sibling = types.ModuleType("examples.thirdparty.sibling")  # the watched package's own top level
+    sibling.mol_sum = nbops.mol_sum  # type: ignore[attr-defined]
+    for module in (early, later, sibling):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    snapshot = types.ModuleType("distcheck.runtime.preloaded")
+    snapshot.MODULES = frozenset({early.__name__, sibling.__name__})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, snapshot.__name__, snapshot)
+    with helpers.HelperTracer([WATCHED], 1, rows=3, num_systems=1).installed():
+        assert early.mol_sum is original, "a module the forkserver preloaded is not searched"  # type: ignore[attr-defined]
+        assert getattr(later.mol_sum, "__distcheck_traced__", False)  # type: ignore[attr-defined]
+        assert getattr(sibling.mol_sum, "__distcheck_traced__", False)  # type: ignore[attr-defined]
+    assert later.mol_sum is original and sibling.mol_sum is original  # type: ignore[attr-defined]
+
+
+def test_outside_the_pool_every_module_but_the_never_list_is_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "distcheck.runtime.preloaded", raising=False)
+    module = types.ModuleType("preloaded_dependency")
+    module.mol_sum = nbops.mol_sum  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    with helpers.HelperTracer([WATCHED], 1, rows=3, num_systems=1).installed():
+        assert getattr(module.mol_sum, "__distcheck_traced__", False)  # type: ignore[attr-defined]
