@@ -215,9 +215,13 @@ def forget_user_modules() -> list[str]:
     """Drop the user's modules from `sys.modules` (so the next factory imports them afresh) and
     collect what the last run left; returns their names."""
     from .frames import is_user_file
+    from .spares_start import preloaded_modules
 
+    preloaded = preloaded_modules()  # never the user's: imported before any target's code
     names = []
     for name, module in list(sys.modules.items()):
+        if name in preloaded:
+            continue
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and is_user_file(file):
             names.append(name)

@@ -24,6 +24,7 @@ __all__ = [
     "forkserver_ready",
     "main_hidden",
     "preload_modules",
+    "preloaded_modules",
     "process_context",
 ]
 
@@ -41,8 +42,15 @@ BASE_PRELOAD: tuple[str, ...] = (
     "vesin",  # the neighbour lists' library, imported on a process's first neighbour list (0.05 s)
     # what torch loads lazily on the first forward under a rank's modes, loaded once here
     "distcheck.runtime.mode_warmup",
-    "distcheck.runtime.preloaded",  # last: the names of all of the above (`preloaded.MODULES`)
+    "distcheck.runtime.preloaded",  # last: the names of all of the above (`preloaded_modules`)
 )
+
+
+def preloaded_modules() -> frozenset[str]:
+    """The modules the pool's forkserver imported for every process before any target's code ran
+    (`runtime/preloaded.py`), in a process forked from it; empty in any other process."""
+    record = sys.modules.get(BASE_PRELOAD[-1])
+    return frozenset(getattr(record, "MODULES", ()))
 
 
 def preload_modules() -> list[str]:

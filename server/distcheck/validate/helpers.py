@@ -26,6 +26,7 @@ import torch
 
 from ..runtime.call_args import as_positional
 from ..runtime.source import definition_site
+from ..runtime.spares_start import preloaded_modules
 
 __all__ = ["HelperTracer", "import_watched"]
 
@@ -209,15 +210,14 @@ loaded, with the largest namespaces: a tenth of a second a scan in a rank) are n
 def _may_hold_helpers(module: str, watched_tops: set[str]) -> bool:
     """Whether loaded module `module` may hold a watched helper imported by name: a module of a watched
     package may; otherwise neither the standard library, torch, numpy and distcheck, nor what the
-    forkserver imported for every process before any target's code ran (`runtime.preloaded`: torch's
+    forkserver imported for every process before any target's code ran (`preloaded_modules`: torch's
     own dependencies, such as sympy's hundreds of modules) do."""
     top = module.partition(".")[0]
     if top in watched_tops:
         return True
     if top in _NEVER_IMPORT_HELPERS:
         return False
-    preloaded = sys.modules.get("distcheck.runtime.preloaded")  # loaded in the pool's processes only
-    return preloaded is None or module not in preloaded.MODULES
+    return module not in preloaded_modules()
 
 
 _ABSENT = object()

@@ -36,3 +36,27 @@ def test_a_pool_process_has_the_preload_recorded_and_frozen() -> None:
     assert {"torch", "torch.distributed", "distcheck.runtime.launch"} <= set(seen["modules"])
     assert seen["frozen"] > 10_000, seen["frozen"]
     assert __name__ not in seen["modules"], "a module imported after the preload is not in the record"
+
+
+def test_a_resident_rank_forgets_only_user_modules_imported_after_the_preload(monkeypatch: Any, tmp_path: Any) -> None:
+    """`forget_user_modules` does not look at what the forkserver preloaded (it never holds the user's
+    code, and a rank has thousands of such modules): a user file imported later is forgotten."""
+    import types
+
+    from distcheck.runtime import frames
+    from distcheck.runtime.resident import forget_user_modules
+
+    early, late = types.ModuleType("early_user_like"), types.ModuleType("late_user_module")
+    for module in (early, late):
+        path = tmp_path / f"{module.__name__}.py"
+        path.write_text("")
+        module.__file__ = str(path)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    snapshot = types.ModuleType("distcheck.runtime.preloaded")
+    snapshot.MODULES = frozenset({early.__name__})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, snapshot.__name__, snapshot)
+    ours = {str(tmp_path / f"{m.__name__}.py") for m in (early, late)}
+    monkeypatch.setattr(frames, "is_user_file", lambda path: path in ours)  # this process's others stay
+    forgotten = forget_user_modules()
+    assert late.__name__ in forgotten and late.__name__ not in sys.modules
+    assert early.__name__ not in forgotten and sys.modules[early.__name__] is early
