@@ -39,6 +39,7 @@ from .cli_args import cli_options
 from .cli_output import Printer, one_line, print_error
 from .cli_report import error_report, save_spec_state, show_and_write
 from .cli_target import prior_spec, resolve_target
+from .jobs.bytecode import bytecode_notice
 from .jobs.early_start import started_early
 from .jobs.paths import pop_python_path, push_python_path
 from .jobs.pyproject import find_config, load_targets
@@ -192,6 +193,8 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if launched is None:
                     return EXIT_PASSED  # a follower: rank 0 reports the verdict
                 report = launched
+            if job is None and (slow := bytecode_notice()) is not None:
+                printer.notice(slow)
             return _finish(report, target, args, printer, stream)
     finally:
         pop_python_path(state)
