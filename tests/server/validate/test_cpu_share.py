@@ -42,7 +42,15 @@ def test_threads_at_most_lowers_and_puts_back_even_on_error() -> None:
 def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # the caller's view only: ranks are forked elsewhere
+    from distcheck.validate import engine
+
+    asked: list[int] = []
+
+    def share_of(processes: int) -> int:  # as on a 16-core machine, without telling the pool so
+        asked.append(processes)
+        return 16 // processes
+
+    monkeypatch.setattr(engine, "share", share_of)
     before = torch.get_num_threads()
     torch.set_num_threads(8)
     seen: dict[str, int] = {}
@@ -58,5 +66,6 @@ def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back
     finally:
         torch.set_num_threads(before)
     assert report.ok, report.next_action
-    assert seen["reference_started"] == seen["attempt_finished"] == share(2 + 2) == 4
+    assert asked == [2 + 2]
+    assert seen["reference_started"] == seen["attempt_finished"] == 4
     assert after == 8
