@@ -106,6 +106,7 @@ def run_validation(
                 timeout_sec=budget.run_timeout(),
                 ahead=ahead,
                 while_running=early,
+                ranks_beside=world_size if early is not None else 0,
             )
         except DistributedError as err:
             meta.timings = {"reference": time.perf_counter() - t0, "total": time.perf_counter() - t_start}

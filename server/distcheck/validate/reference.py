@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
 from ..runtime import beacon, lifeline, run_dirs, spares
+from ..runtime.cpu_share import share
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
 from ..runtime.launch import main_hidden, process_context
@@ -230,12 +231,17 @@ def _reference_entry(job: dict[str, Any]) -> None:
         start_child_process(workdir, "rank0", job.get("owner"))
         os.environ["DISTCHECK_RANK"] = "reference"
         beacon.set_phase("reference")
+        own_threads = torch.get_num_threads()
+        if job.get("threads"):  # the first attempt's ranks run beside the forward
+            torch.set_num_threads(int(job["threads"]))
         t0 = time.perf_counter()
         result, probe = reference_body(job)
         result["timings"]["body"] = time.perf_counter() - t0
         result["timings"]["entered_at"] = entered
+        result["threads"] = torch.get_num_threads()
         _save(result, workdir, "reference.pt")
         del result
+        torch.set_num_threads(own_threads)  # the measurement runs once the ranks are done
         beacon.set_phase("receptive_field")
         _save(probe.measure(), workdir, FIELD_FILE)
         code = 0
@@ -282,6 +288,7 @@ def run_reference(
     timeout_sec: float,
     ahead: ValidationSpares | None = None,
     while_running: Callable[[], None] | None = None,
+    ranks_beside: int = 0,
 ) -> ReferenceRun:
     """The reference run in a fresh child process; raises `DistributedError` (rank -1 in the failure
     is the reference) or `RankTimeout` (with the child's Python stack) like a distributed run would.
@@ -291,8 +298,10 @@ def run_reference(
     `ahead` (the validation's spares) is asked for its spares first and, once this run has its process,
     has the first attempt's ranks built while it runs. `while_running()` is called once the child is
     started and those ranks are asked for (the first attempt run ahead, `attempt_ahead.py`); the child
-    is stopped when it raises. Returns as soon as the child has handed over its outputs; the child
-    measures the receptive field on (`ReferenceRun.field`), within the same bound."""
+    is stopped when it raises. `ranks_beside`: how many ranks run at the same time as the child's
+    forward (those of `while_running`); the forward then takes its share of the cores (`cpu_share`).
+    Returns as soon as the child has handed over its outputs; the child measures the receptive field
+    on (`ReferenceRun.field`), within the same bound, with its own threads again."""
     run_dir = run_dirs.make_run_dir("ref")
     workdir = run_dir.path
     job = {
@@ -304,6 +313,7 @@ def run_reference(
         "helper_packages": list(helper_packages),
         "helper_sample_every": helper_sample_every,
         "layer_diagnostic": layer_diagnostic,
+        "threads": share(1 + ranks_beside) if ranks_beside else None,
     }
     result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []

@@ -69,3 +69,43 @@ def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back
     assert asked == [2 + 2]
     assert seen["reference_started"] == seen["attempt_finished"] == 4
     assert after == 8
+
+
+@pytest.mark.parametrize("ranks_beside", [0, 2])
+def test_the_reference_forward_takes_its_share_only_while_ranks_run_beside_it(ranks_beside: int) -> None:
+    """With the first attempt's ranks running at the same time, the reference child's forward uses
+    `share(1 + ranks)` threads; alone, the child's own number (one per core)."""
+    from distcheck.runtime.factory import resolve_factory
+    from distcheck.validate.reference import run_reference
+
+    with run_reference(
+        resolve_factory(pair_potential.model_factory),
+        pair_potential.sample_batch(),
+        device="cpu",
+        helper_packages=[],
+        helper_sample_every=8,
+        layer_diagnostic=False,
+        timeout_sec=120,
+        ranks_beside=ranks_beside,
+    ) as run:
+        threads = run.result["threads"]
+    assert threads == (share(1 + ranks_beside) if ranks_beside else _pool_default_threads())
+
+
+def _threads(queue: Any) -> None:
+    queue.put(torch.get_num_threads())
+
+
+def _pool_default_threads() -> int:
+    """How many intra-op threads a process of the pool starts with (one per core unless the
+    environment says otherwise)."""
+    from distcheck.runtime.spares_start import process_context
+
+    ctx = process_context()
+    queue = ctx.SimpleQueue()
+    proc = ctx.Process(target=_threads, args=(queue,))
+    proc.start()
+    try:
+        return int(queue.get())
+    finally:
+        proc.join(60)
