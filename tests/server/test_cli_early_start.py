@@ -16,7 +16,7 @@ import distcheck
 from distcheck import cli
 from distcheck.jobs import early_start
 from distcheck.options import CLI
-from distcheck.runtime import spares, spares_start
+from distcheck.runtime import spares, spares_cache, spares_start
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = "/project/model.py:model_factory"
@@ -34,7 +34,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     monkeypatch.setattr(spares, "prestart", prestart)
     monkeypatch.delenv("DISTCHECK_SPARES", raising=False)
     monkeypatch.delenv("DISTCHECK_START_METHOD", raising=False)
-    monkeypatch.setattr(early_start, "_cpu_only_torch", lambda: False)  # a CUDA build of torch
+    monkeypatch.setattr(spares_cache, "installed_torch_version", lambda: "2.13.0+cu130")  # a CUDA build
     return calls
 
 
@@ -73,15 +73,15 @@ def test_devices_that_need_torch_or_a_check_start_only_the_pool(
 def test_auto_with_a_cpu_build_of_torch_starts_spares_on_the_cpu(
     started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(early_start, "_cpu_only_torch", lambda: True)
+    monkeypatch.setattr(spares_cache, "installed_torch_version", lambda: "2.13.0+cpu")
     early_start.start_early({"world_size": 3}, FACTORY, CLI)
     assert started == [("pool",), ("spares", "cpu", 3, FACTORY)]
 
 
 def test_the_torch_build_is_read_without_importing_torch() -> None:
     code = (
-        "import sys; from distcheck.jobs import early_start; "
-        "print(early_start._cpu_only_torch(), 'torch' in sys.modules)"
+        "import sys; from distcheck.runtime import spares_cache; "
+        "print(spares_cache.installed_torch_version().endswith('+cpu'), 'torch' in sys.modules)"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(distcheck.__file__).parents[1]))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)

@@ -8,7 +8,6 @@ both go on while the caller loads. No torch here.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,12 +27,14 @@ def start_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -> 
     proper message, when the job resolves its devices."""
     with contextlib.suppress(Exception):
         from ..runtime import lifeline, spares
+        from ..runtime.spares_cache import installed_torch_version
         from ..runtime.spares_start import process_context
 
         with lifeline.helpers_ignore_sigint():  # a Ctrl-C now must not kill the forkserver mid-import
             process_context()
         named = dict(options)
-        if str(named.get("device", option("device").default)) == "auto" and _cpu_only_torch():
+        cpu_build = installed_torch_version().endswith("+cpu")  # read without importing torch
+        if str(named.get("device", option("device").default)) == "auto" and cpu_build:
             named["device"] = "cpu"  # what `auto` resolves to with a torch built without CUDA
         devices = named_devices(named, words)
         if devices is None or devices == "cuda" or not spares.enabled():
@@ -54,11 +55,3 @@ def started_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -
             from ..runtime import spares
 
             spares.pool().settle()
-
-
-def _cpu_only_torch() -> bool:
-    """Whether the installed torch is a CPU build, read from its version without importing it."""
-    try:
-        return importlib.metadata.version("torch").endswith("+cpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False

@@ -33,6 +33,7 @@ __all__ = [
     "cache_path",
     "fingerprint",
     "first_spec_for",
+    "installed_torch_version",
     "packages_for",
     "record",
     "record_first_spec",
@@ -71,22 +72,33 @@ _TORCH_VERSION: dict[tuple[tuple[str, int], ...], str] = {}
 package's metadata costs milliseconds, and a validation asks several times)."""
 
 
-def fingerprint() -> dict[str, Any]:
-    """What the lists depend on: interpreter, Python and torch versions, each site directory's mtime."""
+def _site_mtimes() -> dict[str, int]:
     mtimes = {}
     for d in site_dirs():
         with contextlib.suppress(OSError):
             mtimes[d] = os.stat(d).st_mtime_ns
-    key = tuple(sorted(mtimes.items()))
-    torch_version = _TORCH_VERSION.get(key)
-    if torch_version is None:  # first call, or a package was installed or removed since
+    return mtimes
+
+
+def installed_torch_version(mtimes: dict[str, int] | None = None) -> str:
+    """The installed torch's version (`""` when none is), read from its metadata without importing it,
+    again only once a package was installed or removed (the site directories' `mtimes` changed)."""
+    key = tuple(sorted((_site_mtimes() if mtimes is None else mtimes).items()))
+    version = _TORCH_VERSION.get(key)
+    if version is None:
         try:
-            torch_version = importlib.metadata.version("torch")
+            version = importlib.metadata.version("torch")
         except importlib.metadata.PackageNotFoundError:
-            torch_version = ""
+            version = ""
         _TORCH_VERSION.clear()
-        _TORCH_VERSION[key] = torch_version
-    return {"python": sys.executable, "version": sys.version, "torch": torch_version, "site": mtimes}
+        _TORCH_VERSION[key] = version
+    return version
+
+
+def fingerprint() -> dict[str, Any]:
+    """What the lists depend on: interpreter, Python and torch versions, each site directory's mtime."""
+    mtimes = _site_mtimes()
+    return {"python": sys.executable, "version": sys.version, "torch": installed_torch_version(mtimes), "site": mtimes}
 
 
 def _origin(module: Any) -> str | None:
