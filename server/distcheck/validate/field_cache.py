@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import os
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,7 +39,8 @@ from typing import Any
 import orjson
 import torch
 
-from ..runtime.spares_cache import cache_dir, fingerprint, site_dirs
+from ..runtime.frames import is_user_file
+from ..runtime.spares_cache import cache_dir, fingerprint
 from ..runtime.spares_settings import field_cache_enabled
 from .reference_field import PendingField
 
@@ -63,25 +63,17 @@ def _stamp(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size]
 
 
-def _installed_prefixes() -> tuple[str, ...]:
-    """Where installed packages and the standard library live: their modules are stamped as one, by the
-    environment's fingerprint, not file by file (which of them a process imports anew depends on what
-    its spare imported ahead)."""
-    dirs = [*site_dirs(), *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib"))]
-    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
-
-
 def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
-    """The file of each of the user's own modules in `names` (not installed, not the standard
-    library), with its mtime (ns) and size (None: gone). Called in the reference child with the
-    modules it imported to build and run the model."""
-    installed = _installed_prefixes()
+    """The file of each of the user's own modules in `names` (`frames.is_user_file`: not installed,
+    not the standard library, torch or distcheck), with its mtime (ns) and size. Installed packages are
+    stamped as one, by the environment's fingerprint, not file by file: which of them a process imports
+    anew depends on what its spare imported ahead. Called in the reference child with the modules it
+    imported to build and run the model."""
     found: dict[str, list[int] | None] = {}
     for name in names:
         path = getattr(sys.modules.get(name), "__file__", None)
-        if not isinstance(path, str) or os.path.realpath(path).startswith(installed):
-            continue
-        found.setdefault(path, _stamp(path))
+        if isinstance(path, str) and is_user_file(path):
+            found.setdefault(path, _stamp(path))
     return dict(sorted(found.items()))
 
 
