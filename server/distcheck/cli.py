@@ -39,7 +39,7 @@ from .cli_args import cli_options
 from .cli_output import Printer, one_line, print_error
 from .cli_report import error_report, save_spec_state, show_and_write
 from .cli_target import prior_spec, resolve_target
-from .jobs.bytecode import bytecode_notice
+from .jobs.bytecode import bytecode_notice, import_torch
 from .jobs.early_start import started_early
 from .jobs.paths import pop_python_path, push_python_path
 from .jobs.pyproject import find_config, load_targets
@@ -186,6 +186,7 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     state = push_python_path(target.python_path)
     try:
         with early, _report_stream(out) as stream:
+            import_torch()  # while the pool starts; before the target, so its bytecode can be kept
             if job is None:
                 report = _validate(target, options, printer)
             else:

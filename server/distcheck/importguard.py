@@ -24,11 +24,12 @@ import importlib.machinery
 import importlib.metadata
 import os
 import re
-import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
+
+from . import cache_home
 
 __all__ = ["UNTRUSTED_ENV", "clean_start", "distrust", "install", "private_dir", "protected_names", "restore"]
 
@@ -181,22 +182,8 @@ def restore(previous: Sequence[str]) -> None:
 
 def private_dir() -> str:
     """An empty directory owned by this user alone, for distcheck's helper processes to start in."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "distcheck", "empty")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.lstat(path)
-        if (
-            stat.S_ISDIR(info.st_mode)
-            and info.st_uid == os.getuid()
-            and not info.st_mode & 0o022
-            and not os.listdir(path)
-        ):
-            return path
-    except OSError:
-        pass
     # No usable cache directory: a fresh private one (empty, this user's only) for this process.
-    return _fresh_private_dir()
+    return cache_home.private_dir("empty", empty=True) or _fresh_private_dir()
 
 
 _FRESH: list[str] = []

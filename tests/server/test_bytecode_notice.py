@@ -1,5 +1,6 @@
 """Where installed packages carry no bytecode and the interpreter writes none, every new process
-compiles torch from source: `jobs/bytecode` finds that and the CLI says which command compiles it once."""
+compiles torch from source: `runtime/bytecode_cache` finds that and, where its cache cannot stand in
+(turned off, or no private directory), the CLI says which command compiles them once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from distcheck import cli
 from distcheck.jobs import bytecode
+from distcheck.runtime import bytecode_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,26 +28,40 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return pkg
 
 
-def test_a_package_without_bytecode_in_an_interpreter_that_writes_none_is_named(
+def test_a_package_without_bytecode_in_an_interpreter_that_writes_none_is_named_where_the_cache_is_off(
     package: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    assert bytecode.uncompiled(["slowpkg_bc", "no_such_package_bc"]) == [str(package)]
+    monkeypatch.setattr(bytecode_cache, "use", lambda packages=None: None)  # off, or no private directory
+    assert bytecode_cache.uncompiled(["slowpkg_bc", "no_such_package_bc"]) == [str(package)]
     notice = bytecode.bytecode_notice(["slowpkg_bc"])
     assert notice is not None
     assert "every new Python process here compiles slowpkg_bc from source" in notice
-    assert "PYTHONDONTWRITEBYTECODE is set" in notice
+    assert "no bytecode was installed and none is written" in notice
     assert f"-m compileall -q -j 0 {package}`" in notice
+    assert "DISTCHECK_BYTECODE_CACHE" not in notice, "the cache is on: no advice to turn it on"
+    monkeypatch.setenv("DISTCHECK_BYTECODE_CACHE", "0")
+    assert "unset DISTCHECK_BYTECODE_CACHE=0" in (bytecode.bytecode_notice(["slowpkg_bc"]) or "")
+
+
+def test_nothing_to_say_where_distcheck_s_cache_keeps_the_bytecode(
+    package: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(bytecode_cache, "use", lambda packages=None: str(tmp_path))
+    assert bytecode_cache.uncompiled(["slowpkg_bc"]) == [str(package)]
+    assert bytecode.bytecode_notice(["slowpkg_bc"]) is None
 
 
 def test_nothing_to_say_once_compiled_or_when_bytecode_is_written(
     package: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", False)  # the first import writes it
-    assert bytecode.uncompiled(["slowpkg_bc"]) == [] and bytecode.bytecode_notice(["slowpkg_bc"]) is None
+    monkeypatch.setattr(bytecode_cache, "use", lambda packages=None: None)
+    assert bytecode_cache.uncompiled(["slowpkg_bc"]) == [] and bytecode.bytecode_notice(["slowpkg_bc"]) is None
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert compileall.compile_dir(str(package), quiet=1)
-    assert bytecode.uncompiled(["slowpkg_bc"]) == []
+    assert bytecode_cache.uncompiled(["slowpkg_bc"]) == []
 
 
 def test_the_cli_prints_the_notice_after_a_local_validation(

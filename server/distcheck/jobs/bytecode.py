@@ -1,54 +1,39 @@
-"""Whether every new Python process here compiles torch from source, and what to run once instead.
-
-A validation's first processes import torch (the pool's forkserver, a fresh reference or rank). Where
-the installed packages carry no bytecode and the interpreter writes none (`PYTHONDONTWRITEBYTECODE`),
-each new interpreter compiles them again: `import torch` with `torch.fx.experimental.symbolic_shapes`
-(which imports sympy; the first force computation needs it) took 7.7-9.8 s on the H100 hosts of
-`bench/RESULTS_gpu.md` (session 29), 2.3-2.6 s once compiled. No torch.
+"""torch imported by distcheck's own processes (the CLI, the editor's runner) with its bytecode kept
+where it was installed without any (`runtime.bytecode_cache`), and the CLI's one-line notice where every
+new process still compiles it from source. No torch until `import_torch` is called.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["SLOW_TO_COMPILE", "bytecode_notice", "uncompiled"]
+from ..runtime import bytecode_cache
+from ..runtime.spares_settings import bytecode_cache_enabled
 
-SLOW_TO_COMPILE = ("torch", "sympy", "mpmath")
-"""The packages every process of a validation imports whose compilation takes seconds."""
-
-
-def uncompiled(packages: Sequence[str] = SLOW_TO_COMPILE) -> list[str]:
-    """The directories of those of `packages` that have no bytecode for their `__init__` while this
-    interpreter writes none: every new process compiles them from source. Empty when bytecode is written
-    (the first import compiles it once) or exists."""
-    if not sys.dont_write_bytecode:
-        return []
-    found = []
-    for name in packages:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        origin = spec.origin if spec is not None else None
-        if not origin or not origin.endswith(".py"):
-            continue  # not installed, or shipped as bytecode or an extension
-        if not os.path.exists(importlib.util.cache_from_source(origin)):
-            found.append(os.path.dirname(origin))
-    return found
+__all__ = ["bytecode_notice", "import_torch"]
 
 
-def bytecode_notice(packages: Sequence[str] = SLOW_TO_COMPILE) -> str | None:
-    """One line for the user when new processes here compile `packages` from source (`uncompiled`), with
-    the command that compiles them once; None otherwise."""
-    dirs = uncompiled(packages)
-    if not dirs:
+def import_torch() -> None:
+    """Import torch in this process; where it was installed without bytecode and none is written, the
+    bytecode is read from (and, the first time, kept in) distcheck's cache (`bytecode_cache.use`)."""
+    bytecode_cache.use()
+    with bytecode_cache.writing():
+        import torch  # noqa: F401
+
+
+def bytecode_notice(packages: Sequence[str] = bytecode_cache.SLOW_TO_COMPILE) -> str | None:
+    """One line for the user when new processes here compile `packages` from source
+    (`bytecode_cache.uncompiled`) and distcheck's cache does not stand in for the bytecode (turned off,
+    or no private directory for it), with what to do; None otherwise."""
+    dirs = bytecode_cache.uncompiled(packages)
+    if not dirs or bytecode_cache.use() is not None:
         return None
     names = ", ".join(os.path.basename(d) for d in dirs)
+    command = f"`{os.path.basename(sys.executable)} -m compileall -q -j 0 {' '.join(dirs)}`"
+    instead = "" if bytecode_cache_enabled() else " (or unset DISTCHECK_BYTECODE_CACHE=0 to let distcheck keep it)"
     return (
-        f"every new Python process here compiles {names} from source (no bytecode was installed and "
-        "PYTHONDONTWRITEBYTECODE is set), seconds at the start of each validation; compile them once: "
-        f"`{os.path.basename(sys.executable)} -m compileall -q -j 0 {' '.join(dirs)}`"
+        f"every new Python process here compiles {names} from source (no bytecode was installed and none is "
+        f"written), seconds at the start of each validation; compile them once: {command}{instead}"
     )

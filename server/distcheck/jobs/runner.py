@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from ..options import EDITOR
+from .bytecode import import_torch
 
 if TYPE_CHECKING:
     from ..report import TraceReport
@@ -264,6 +265,7 @@ def main() -> int:
     importguard.install()  # before torch: nothing below may come from a project directory
     _warm_pool()  # its forkserver imports torch while this process does
     t0 = time.perf_counter()
+    import_torch()
     import torch
 
     print(

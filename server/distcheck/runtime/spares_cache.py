@@ -28,8 +28,9 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from ..cache_home import cache_dir
+
 __all__ = [
-    "cache_dir",
     "cache_path",
     "fingerprint",
     "first_spec_for",
@@ -43,13 +44,6 @@ __all__ = [
 
 MAX_TARGETS = 64
 _ALWAYS = {"torch", "distcheck", "numpy", "__main__", "__mp_main__"}
-
-
-def cache_dir() -> str:
-    """distcheck's directory for what it remembers between validations (under XDG_CACHE_HOME, else
-    ~/.cache)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "distcheck")
 
 
 def cache_path() -> str:

@@ -9,7 +9,9 @@ every run of a validation in new ranks instead of keeping its ranks for the next
 DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts, =1 never waits, unset
 waits only where there are fewer cores than processes to run at once (`attempt_ahead`).
 DISTCHECK_FIELD_CACHE=0 measures the receptive field in every validation instead of taking one
-remembered for the same model and sample (`validate/field_cache.py`). No torch.
+remembered for the same model and sample (`validate/field_cache.py`). DISTCHECK_BYTECODE_CACHE=0 keeps
+distcheck's processes from keeping the bytecode of packages installed without it in distcheck's cache
+(`bytecode_cache`). No torch.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "MIB",
     "PoolBounds",
     "attempt_ahead_enabled",
+    "bytecode_cache_enabled",
     "enabled",
     "field_cache_enabled",
     "pool_bounds",
@@ -48,6 +51,12 @@ def field_cache_enabled() -> bool:
     """Whether a validation may take a receptive field remembered for its model and sample (not turned
     off by DISTCHECK_FIELD_CACHE=0)."""
     return not _off("DISTCHECK_FIELD_CACHE")
+
+
+def bytecode_cache_enabled() -> bool:
+    """Whether distcheck's processes may keep the bytecode of packages installed without it in
+    distcheck's cache (not turned off by DISTCHECK_BYTECODE_CACHE=0)."""
+    return not _off("DISTCHECK_BYTECODE_CACHE")
 
 
 def attempt_ahead_enabled(world_size: int) -> bool:

@@ -39,8 +39,9 @@ from typing import Any
 import orjson
 import torch
 
+from ..cache_home import cache_dir
 from ..runtime.frames import is_user_file
-from ..runtime.spares_cache import cache_dir, fingerprint
+from ..runtime.spares_cache import fingerprint
 from ..runtime.spares_settings import field_cache_enabled
 from .reference_field import PendingField
 

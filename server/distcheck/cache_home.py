@@ -1,0 +1,38 @@
+"""Where distcheck keeps what it remembers between processes, and the directories in it that only this
+user may write (what a process there reads can run code: a start directory, bytecode). No torch.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+__all__ = ["cache_dir", "private_dir"]
+
+
+def cache_dir() -> str:
+    """distcheck's directory for what it remembers between validations (under XDG_CACHE_HOME, else
+    ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "distcheck")
+
+
+def private_dir(name: str, *, empty: bool = False) -> str | None:
+    """`<cache_dir>/<name>`, made (mode 0700) where missing; None unless it and `cache_dir()` are
+    directories this user owns that nobody else may write (and, with `empty`, it holds nothing), or
+    when it cannot be made."""
+    path = os.path.join(cache_dir(), name)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if not all(_owned_unshared(p) for p in (os.path.dirname(path), path)):
+            return None
+        if empty and os.listdir(path):
+            return None
+    except OSError:
+        return None
+    return path
+
+
+def _owned_unshared(path: str) -> bool:
+    info = os.lstat(path)
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
