@@ -16,11 +16,11 @@ __all__ = ["bytecode_notice", "import_torch"]
 
 
 def import_torch() -> None:
-    """Import torch in this process; where it was installed without bytecode and none is written, the
-    bytecode is read from (and, the first time, kept in) distcheck's cache (`bytecode_cache.use`)."""
+    """Import torch in this process; where it was installed without bytecode and none is written, its
+    bytecode (and every installed module's this process imports after) is read from distcheck's cache,
+    compiled into it the first time (`bytecode_cache.use`)."""
     bytecode_cache.use()
-    with bytecode_cache.writing():
-        import torch  # noqa: F401
+    import torch  # noqa: F401
 
 
 def bytecode_notice(packages: Sequence[str] = bytecode_cache.SLOW_TO_COMPILE) -> str | None:

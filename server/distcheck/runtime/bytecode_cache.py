@@ -6,33 +6,36 @@ torch, sympy and mpmath were installed without bytecode and this interpreter wri
 from source: `import torch` with `torch.fx.experimental.symbolic_shapes` took 7.7-9.8 s on the H100
 hosts of `bench/RESULTS_gpu.md` (session 29), 2.3-2.6 s once compiled.
 
-There, `use()` points this process's bytecode at distcheck's cache (`sys.pycache_prefix`, a directory
-only this user may write), and imports inside `writing()` store what they compile there, so the next
-process reads it instead of compiling again. Only installed packages are imported inside `writing()`
-(the forkserver's preload, a spare's packages, torch in the CLI and the runner): the user's own
-modules are still compiled from their source by every process, as the interpreter was told, and no
-bytecode of theirs can be stale. Nothing changes where bytecode exists or is written beside the
-source, or where the user chose a prefix. DISTCHECK_BYTECODE_CACHE=0 turns it off. No torch.
+There, `use()` gives this process (and every process forked from it) a source loader that reads an
+installed module's bytecode from beside its source where it exists, else from distcheck's cache (a
+directory only this user may write), compiling it into the cache the first time. The user's own modules
+(`frames.is_user_file`) load exactly as the interpreter would load them: compiled from their source,
+written nowhere. Nothing changes where the packages carry bytecode or it is written beside them, or
+where the user chose a prefix (PYTHONPYCACHEPREFIX). DISTCHECK_BYTECODE_CACHE=0 turns it off. No torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
+import marshal
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Sequence
+from types import CodeType
 
 from .. import cache_home
+from .frames import is_user_file
 from .spares_settings import bytecode_cache_enabled
 
-__all__ = ["SLOW_TO_COMPILE", "start_writing", "stop_writing", "uncompiled", "use", "writing"]
+__all__ = ["SLOW_TO_COMPILE", "cached_path", "uncompiled", "use"]
 
 SLOW_TO_COMPILE = ("torch", "sympy", "mpmath")
 """The packages every process of a validation imports whose compilation takes seconds."""
 
-_DECIDED: list[str | None] = []  # this process's prefix once `use` decided (inherited by a fork)
-_SAVED: list[bool] = []  # `sys.dont_write_bytecode` as it was before `start_writing`
+_DECIDED: list[str | None] = []  # this process's cache directory once `use` decided (inherited by a fork)
 
 
 def uncompiled(packages: Sequence[str] = SLOW_TO_COMPILE) -> list[str]:
@@ -54,71 +57,116 @@ def uncompiled(packages: Sequence[str] = SLOW_TO_COMPILE) -> list[str]:
     return found
 
 
-def _users_prefix() -> str | None:
-    """The bytecode prefix the user chose (PYTHONPYCACHEPREFIX), not the one `use` set."""
-    prefix = sys.pycache_prefix
-    return prefix if prefix is not None and (not _DECIDED or prefix != _DECIDED[0]) else None
-
-
 def use(packages: Sequence[str] | None = None) -> str | None:
-    """Read this process's bytecode from distcheck's cache where `uncompiled` finds some of `packages`
-    (`SLOW_TO_COMPILE` by default), the cache is on and the user set no prefix of their own; returns the
-    cache's directory, or None where nothing changed. Decided by the first call in a process; a
-    process forked after inherits the decision. Everything the process imports then looks for its
-    bytecode in the cache only: what was compiled beside its source is compiled once more, into it."""
+    """Load installed modules' bytecode through distcheck's cache in this process (`_CachingLoader`)
+    where `uncompiled` finds some of `packages` (`SLOW_TO_COMPILE` by default), the cache is on and the
+    user set no prefix; returns the cache's directory, or None where nothing changed. Decided by the
+    first call in a process; a process forked after inherits the decision and the loader."""
     if not _DECIDED:
-        prefix = None
+        directory = None
         wanted = SLOW_TO_COMPILE if packages is None else packages
         if sys.pycache_prefix is None and bytecode_cache_enabled() and uncompiled(wanted):
-            prefix = cache_home.private_dir("bytecode")
-            if prefix is not None:
-                sys.pycache_prefix = prefix
-        _DECIDED.append(prefix)
+            directory = cache_home.private_dir("bytecode")
+        _DECIDED.append(directory)
+        if directory is not None:
+            is_user_file(__file__)  # reads the library directories now, not inside an import
+            _install_loader()
     return _DECIDED[0]
 
 
-def start_writing() -> None:
-    """From now on, until `stop_writing`, imports store the bytecode they compile in the cache (where
-    `use` took it; otherwise nothing changes). For the forkserver, whose preload spans modules."""
-    if use() is not None and not _SAVED:
-        _SAVED.append(sys.dont_write_bytecode)
-        sys.dont_write_bytecode = False
+def cached_path(directory: str, source: str) -> str:
+    """Where the cache in `directory` keeps `source`'s bytecode: the source's absolute path mirrored
+    under it, as PYTHONPYCACHEPREFIX would lay it out."""
+    head, tail = os.path.split(os.path.abspath(source))
+    return os.path.join(directory, head.lstrip(os.sep), _pyc_name(tail))
 
 
-def stop_writing() -> None:
-    """Write no more bytecode than this process did before `start_writing`."""
-    if _SAVED:
-        sys.dont_write_bytecode = _SAVED.pop()
+class _CachingLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that keeps installed modules' bytecode in distcheck's cache where there is none
+    beside their source; the user's own modules load as with the interpreter's own loader."""
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        path = self.get_filename(fullname)
+        if os.path.exists(_compiled_at(path)) or is_user_file(path):
+            return super().get_code(fullname)
+        return _cached_code(self, path)
 
 
-@contextlib.contextmanager
-def writing() -> Iterator[None]:
-    """`start_writing` for the block: import only installed packages inside it."""
-    nested = bool(_SAVED)
-    start_writing()
-    try:
-        yield
-    finally:
-        if not nested:
-            stop_writing()
+def _cached_code(loader: _CachingLoader, path: str) -> CodeType:
+    """`path`'s code from the cache where its header matches the source's modification time and size
+    (the interpreter's own rule for timestamped bytecode), else compiled from the source and kept."""
+    stats = loader.path_stats(path)
+    header = b"".join(
+        (
+            importlib.util.MAGIC_NUMBER,
+            (0).to_bytes(4, "little"),  # flags: validated by timestamp (PEP 552)
+            (int(stats["mtime"]) & 0xFFFFFFFF).to_bytes(4, "little"),
+            (int(stats.get("size", 0)) & 0xFFFFFFFF).to_bytes(4, "little"),
+        )
+    )
+    target = cached_path(str(_DECIDED[0]), path)
+    with contextlib.suppress(OSError, EOFError, ValueError, TypeError):
+        with open(target, "rb") as fh:
+            data = fh.read()
+        if data[:16] == header:
+            code = marshal.loads(memoryview(data)[16:])
+            if isinstance(code, CodeType):
+                return code
+    code = loader.source_to_code(loader.get_data(path), path)
+    _write(target, header + marshal.dumps(code))
+    return code
+
+
+def _write(target: str, data: bytes) -> None:
+    """Write `data` to `target` whole or not at all (another process may read or write it meanwhile)."""
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(temp, target)
+        except OSError:
+            os.unlink(temp)
+            raise
+
+
+def _install_loader() -> None:
+    """Put `_CachingLoader` in place of the source loader of the path finder's file hook."""
+    details = [
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+        (_CachingLoader, importlib.machinery.SOURCE_SUFFIXES),
+        (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
+    ]
+    hook = importlib.machinery.FileFinder.path_hook(*details)
+    files = [i for i, h in enumerate(sys.path_hooks) if "FileFinder" in getattr(h, "__qualname__", "")]
+    if files:
+        sys.path_hooks[files[0]] = hook
+    else:
+        sys.path_hooks.append(hook)
+    sys.path_importer_cache.clear()
+
+
+def _pyc_name(source_name: str) -> str:
+    level = sys.flags.optimize
+    opt = f".opt-{level}" if level else ""
+    return f"{source_name.rpartition('.')[0]}.{sys.implementation.cache_tag}{opt}.pyc"
 
 
 def _compiled_at(source: str) -> str:
-    """Where the interpreter looks for `source`'s bytecode but for `use`: under the user's prefix, else
-    in the `__pycache__` beside it."""
-    if _users_prefix() is not None:
+    """Where the interpreter itself looks for `source`'s bytecode: under the user's prefix, else in the
+    `__pycache__` beside it."""
+    if sys.pycache_prefix is not None:  # the user's (`use` never sets one)
         return importlib.util.cache_from_source(source)
     head, tail = os.path.split(source)
-    level = sys.flags.optimize
-    opt = f".opt-{level}" if level else ""
-    return os.path.join(head, "__pycache__", f"{tail.rpartition('.')[0]}.{sys.implementation.cache_tag}{opt}.pyc")
+    return os.path.join(head, "__pycache__", _pyc_name(tail))
 
 
 def _writes(source: str) -> bool:
     """Whether this interpreter would store `source`'s bytecode where `_compiled_at` looks."""
     if sys.dont_write_bytecode:
         return False
-    prefix = _users_prefix()
+    prefix = sys.pycache_prefix
     if prefix is not None:
         return os.access(prefix, os.W_OK) or not os.path.exists(prefix)
     cache = os.path.join(os.path.dirname(source), "__pycache__")

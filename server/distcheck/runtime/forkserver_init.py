@@ -1,6 +1,6 @@
 """Imported first by the rank pool's forkserver (see `launch.BASE_PRELOAD`): protect its imports, and
-keep the bytecode of what it preloads where packages were installed without it (`bytecode_cache`;
-`forkserver_end`, last of the preload, stops that before any target's code runs).
+keep installed modules' bytecode where they were installed without it (`bytecode_cache`), for the
+forkserver and every process forked from it.
 
 The forkserver is started with `python -c`, which puts its working directory first on `sys.path`;
 `launch.process_context` starts it from distcheck's private directory, and this module installs the
@@ -17,4 +17,3 @@ importguard.install()
 from . import bytecode_cache, spares_start  # noqa: E402  (after the guard: nothing from a project directory)
 
 bytecode_cache.use([*bytecode_cache.SLOW_TO_COMPILE, *(m.partition(".")[0] for m in spares_start.extra_preload())])
-bytecode_cache.start_writing()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from . import beacon, bytecode_cache, lifeline
+from . import beacon, lifeline
 
 if TYPE_CHECKING:
     import torch
@@ -156,8 +156,7 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
             skipped.append(name)
             continue
         try:
-            with bytecode_cache.writing():  # installed packages only (`spares_cache.third_party_since`)
-                importlib.import_module(name)
+            importlib.import_module(name)
             imported.append(name)
         except BaseException as exc:  # a package that fails here fails in the rank again, with its log
             failed.append(f"{name}: {type(exc).__name__}")

@@ -20,7 +20,6 @@ from .. import importguard
 
 __all__ = [
     "BASE_PRELOAD",
-    "PRELOAD_END",
     "extra_preload",
     "forkserver_context",
     "forkserver_ready",
@@ -48,10 +47,6 @@ BASE_PRELOAD: tuple[str, ...] = (
 )
 
 
-PRELOAD_END = "distcheck.runtime.forkserver_end"
-"""Imported after every other preload: the forkserver writes no bytecode from then on."""
-
-
 def preloaded_modules() -> frozenset[str]:
     """The modules the pool's forkserver imported for every process before any target's code ran
     (`runtime/preloaded.py`), in a process forked from it; empty in any other process."""
@@ -66,13 +61,13 @@ def preload_modules() -> list[str]:
     that initialises CUDA on import must not be preloaded: processes forked from the pool then cannot
     use the GPU ("CUDA error: initialization error"); name it for the spares instead
     (DISTCHECK_SPARE_PACKAGES), which import it after the fork."""
-    return [*BASE_PRELOAD, *extra_preload(), PRELOAD_END]
+    return [*BASE_PRELOAD, *extra_preload()]
 
 
 def extra_preload() -> list[str]:
     """The modules DISTCHECK_PRELOAD names (comma-separated) for the forkserver beside distcheck's own."""
     extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
-    return [m for m in dict.fromkeys(extra) if m not in BASE_PRELOAD and m != PRELOAD_END]
+    return [m for m in dict.fromkeys(extra) if m not in BASE_PRELOAD]
 
 
 def process_context(method: str | None = None) -> Any:
