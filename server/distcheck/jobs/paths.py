@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .. import importguard
 from ..runtime.frames import is_user_file
+from ..runtime.module_namespace import module_file
 
 __all__ = ["PathState", "pop_python_path", "purge_user_modules", "push_python_path"]
 
@@ -55,9 +56,8 @@ def purge_user_modules(before: set[str], dirs: Iterable[str]) -> None:
     `dirs`, so the next job in this process imports the user's code afresh (ranks always do)."""
     prefixes = [os.path.abspath(d).rstrip(os.sep) + os.sep for d in dirs]
     for name in [n for n in list(sys.modules) if n not in before]:
-        module = sys.modules.get(name)
-        file = getattr(module, "__file__", None)
-        if not isinstance(file, str):
+        file = module_file(sys.modules.get(name))
+        if file is None:
             continue
         path = os.path.abspath(file)
         if is_user_file(path) and any(path.startswith(p) for p in prefixes):

@@ -30,6 +30,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
+from ..runtime.module_namespace import module_file
 from . import commands, locate
 from .code_actions import CodeActions
 from .commands import HelperFixParams, LastReportParams, LocateModuleParams, TargetArg, TrustParams, ValidateExtra
@@ -181,7 +182,7 @@ class DistcheckServer(LanguageServer):
         user_modules = sorted(
             name
             for name, module in list(sys.modules.items())
-            if isinstance(getattr(module, "__file__", None), str) and locate.is_user_file(str(module.__file__), roots)
+            if (file := module_file(module)) is not None and locate.is_user_file(file, roots)
         )
         return {
             "pid": os.getpid(),

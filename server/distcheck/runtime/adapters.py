@@ -35,6 +35,7 @@ from .call_args import as_positional
 from .context import RankContext
 from .exchange import all_reduce_sum
 from .factory import FactoryError, load_object
+from .module_namespace import namespace
 
 __all__ = ["AdapterError", "install_adapters", "reduction_adapter"]
 
@@ -125,10 +126,7 @@ def _holders(original: Any) -> list[tuple[Any, str]]:
     """Every (module, attribute) pair in sys.modules that refers to `original`."""
     found = []
     for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attr, value in list(namespace.items()):
+        for attr, value in list((namespace(module) or {}).items()):
             if value is original:
                 found.append((module, attr))
     return found

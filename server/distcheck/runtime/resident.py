@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import beacon, run_dirs
+from .module_namespace import module_file
 
 __all__ = [
     "RETIRING",
@@ -222,8 +223,8 @@ def forget_user_modules() -> list[str]:
     for name, module in list(sys.modules.items()):
         if name in preloaded:
             continue
-        file = getattr(module, "__file__", None)
-        if isinstance(file, str) and is_user_file(file):
+        file = module_file(module)
+        if file is not None and is_user_file(file):
             names.append(name)
     for name in names:
         sys.modules.pop(name, None)

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..cache_home import cache_dir
+from .module_namespace import module_file, namespace
 
 __all__ = [
     "cache_path",
@@ -96,9 +97,9 @@ def fingerprint() -> dict[str, Any]:
 
 
 def _origin(module: Any) -> str | None:
-    path = getattr(module, "__file__", None)
+    path = module_file(module)
     if not path:
-        found = list(getattr(module, "__path__", []) or [])
+        found = list((namespace(module) or {}).get("__path__") or [])
         path = found[0] if found else None
     return os.path.realpath(path) if isinstance(path, str) else None
 

@@ -22,6 +22,7 @@ import torch
 import torch.jit._state as jit_state
 
 from ..spec import MLIPSpec
+from .module_namespace import namespace
 from .spares_start import preloaded_modules
 
 __all__ = ["apply_torchscript_mode"]
@@ -63,12 +64,7 @@ def _swap_loaded() -> None:
         top = mod_name.split(".")[0]
         if not isinstance(module, ModuleType) or top in _SKIP or top.startswith("_") or mod_name in preloaded:
             continue  # also an object some package put in `sys.modules` in place of a module
-        try:
-            namespace = object.__getattribute__(module, "__dict__")
-            members = list(namespace.items())
-        except (AttributeError, TypeError):
-            continue
-        for name, value in members:
+        for name, value in list((namespace(module) or {}).items()):
             if isinstance(value, torch.jit.ScriptFunction):
                 original = getattr(value, "_torchdynamo_inline", None)
                 if callable(original):

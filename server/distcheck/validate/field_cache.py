@@ -41,6 +41,7 @@ import torch
 
 from ..cache_home import cache_dir
 from ..runtime.frames import is_user_file
+from ..runtime.module_namespace import module_file
 from ..runtime.spares_cache import fingerprint
 from ..runtime.spares_settings import field_cache_enabled
 from .reference_field import PendingField
@@ -72,8 +73,8 @@ def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
     imported to build and run the model."""
     found: dict[str, list[int] | None] = {}
     for name in names:
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if isinstance(path, str) and is_user_file(path):
+        path = module_file(sys.modules.get(name))
+        if path is not None and is_user_file(path):
             found.setdefault(path, _stamp(path))
     return dict(sorted(found.items()))
 

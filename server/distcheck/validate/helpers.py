@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..runtime.call_args import as_positional
+from ..runtime.module_namespace import namespace
 from ..runtime.source import definition_site
 from ..runtime.spares_start import preloaded_modules
 
@@ -166,10 +167,7 @@ class HelperTracer:
                 for key, holder in list(sys.modules.items()):
                     if not _may_hold_helpers(key, watched_tops):
                         continue
-                    namespace = getattr(holder, "__dict__", None)
-                    if not isinstance(namespace, dict):
-                        continue
-                    for name, value in list(namespace.items()):
+                    for name, value in list((namespace(holder) or {}).items()):
                         hit = wanted.get(id(value))
                         if hit is not None and hit[0] is value:
                             patched.append((holder, name, value))
