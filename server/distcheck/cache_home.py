@@ -23,6 +23,8 @@ def private_dir(name: str, *, empty: bool = False) -> str | None:
     when it cannot be made."""
     path = os.path.join(cache_dir(), name)
     try:
+        # each level with its own mode: `makedirs` gives the parents the umask's (0775 under umask 002)
+        os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
         os.makedirs(path, mode=0o700, exist_ok=True)
         if not all(_owned_unshared(p) for p in (os.path.dirname(path), path)):
             return None

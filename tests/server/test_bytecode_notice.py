@@ -64,6 +64,11 @@ def test_nothing_to_say_once_compiled_or_when_bytecode_is_written(
     assert bytecode_cache.uncompiled(["slowpkg_bc"]) == []
 
 
+def test_importing_torch_ahead_leaves_a_missing_torch_to_the_target_s_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    bytecode.import_torch()  # says nothing: loading the target reports the missing torch with its advice
+
+
 def test_the_cli_prints_the_notice_after_a_local_validation(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
