@@ -76,6 +76,8 @@ export interface TargetInfo {
   spec?: string | null;
   specUri?: string | null;
   specConfigured?: boolean;
+  /** Which rule of the one spec rule (`distcheck.jobs.spec_source`) names `spec`: "explicit", "pyproject", "beside-model" or "wrapper" (no file yet: the wrapper's own spec; fixes create `spec`). */
+  specRule?: string;
   source?: "pyproject" | "file";
   uri?: string;
   line?: number;

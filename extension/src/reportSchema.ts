@@ -333,6 +333,7 @@ export interface TargetInfoJson {
   factory?: FactoryInfoJson | null;
   sample?: Record<string, unknown> | null;
   spec_path?: string | null;
+  spec_rule?: string | null;
   config?: string | null;
   [key: string]: unknown;
 }
@@ -409,4 +410,6 @@ export interface ReportJson {
   sample_warnings?: SampleWarningJson[];
   /** Derived: written for readers in other languages, ignored when read. */
   failures?: OutputFailureJson[];
+  /** Derived: written for readers in other languages, ignored when read. */
+  fix_failure?: string | null;
 }

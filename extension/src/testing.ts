@@ -49,7 +49,11 @@ export class TestingView implements vscode.Disposable {
       const where = factoryUriOf(t) ?? t.uri;
       const uri = where ? vscode.Uri.parse(where) : undefined;
       const item = this.controller.createTestItem(t.name, t.name, uri);
-      item.description = t.spec ? vscode.workspace.asRelativePath(t.spec) : t.source === "file" ? "model_factory in this file" : undefined;
+      item.description = t.spec
+        ? `${vscode.workspace.asRelativePath(t.spec)}${specNote(t.specRule)}`
+        : t.source === "file"
+          ? "model_factory in this file"
+          : undefined;
       if (uri) {
         const line = await factoryLine(uri, t);
         item.range = new vscode.Range(line, 0, line, 0);
@@ -168,6 +172,14 @@ function record(run: vscode.TestRun, item: vscode.TestItem, outcome: TestOutcome
       run.skipped(item);
       return;
   }
+}
+
+/** What the Testing item says after its spec file: the daemon's rule, or that the file is not saved yet (the wrapper's own spec runs). */
+function specNote(rule: string | undefined): string {
+  if (!rule) {
+    return "";
+  }
+  return rule === "wrapper" ? " (not saved yet: the wrapper's spec)" : ` (${rule})`;
 }
 
 /** 0-based line of the target's factory `def` in `uri` (the server's line, else 0, when the file cannot be read). */

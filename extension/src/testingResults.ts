@@ -2,9 +2,10 @@
  * What the Testing view records for one validation: a report → passed / failed / errored / skipped with
  * its messages. Pure (no `vscode` import), so unit tests load it.
  *
- * The per-output failure text is not composed here: it is the report's derived `failures` (one record
- * per failing output, built once in Python by `distcheck.report.failures`, the same records the CLI's
- * JUnit writes), so the Testing view and the JUnit file cannot drift.
+ * The failure texts are not composed here: a failing output's is the report's derived `failures` (one
+ * record per failing output, built once in Python by `distcheck.report.failures`, the same records the
+ * CLI's JUnit writes), a pass that needed an auto-fix the derived `fix_failure` (the message of the
+ * JUnit's `fixed-pass` failure), so the Testing view and the JUnit file cannot drift.
  */
 
 import { type ReportJson, attemptsOf, bestAttempt, degenerate, headline, isRecord, verdictOf } from "./report";
@@ -48,6 +49,19 @@ export function failureMessages(report: ReportJson): OutcomeMessage[] {
   return out;
 }
 
+/**
+ * The failure text of a pass that needed an auto-fix: the report's derived `fix_failure`, composed once in
+ * Python (`distcheck.report.failures.fixed_pass_message`), the message of the CLI's JUnit `<failure
+ * type="fixed-pass">` too. A report from an older distcheck that lacks it falls back to its headline.
+ */
+export function fixFailureMessage(report: ReportJson): string {
+  const written = report.fix_failure;
+  if (typeof written === "string" && written) {
+    return written;
+  }
+  return headline(report) || `Passed only after auto-fix (${report.fix_applied ?? "a fixed spec"}).`;
+}
+
 function errorMessage(report: ReportJson): OutcomeMessage {
   const error = bestAttempt(report)?.error;
   if (!error) {
@@ -63,8 +77,8 @@ function errorMessage(report: ReportJson): OutcomeMessage {
 /**
  * The Testing-view outcome of `report`, the same cases as the CLI's JUnit testcase: a failed output is a
  * diff message each; a degenerate partition a failure; a worker/setup error an error at the user's
- * line; a run that passed only after auto-fix a failure saying to apply the fix (the spec on disk still
- * fails); a cancelled run skipped.
+ * line; a run that passed only after auto-fix a failure saying where to save the fix (`fixFailureMessage`:
+ * the spec it started from still fails); a cancelled run skipped.
  */
 export function outcomeOf(report: ReportJson): TestOutcome {
   const state = stateOf(report);
@@ -75,14 +89,7 @@ export function outcomeOf(report: ReportJson): TestOutcome {
     return { kind: "passed" };
   }
   if (state === "passed_after_fix") {
-    return {
-      kind: "failed",
-      messages: [
-        {
-          message: `Passed only after auto-fix (${report.fix_applied ?? "a fixed spec"}); the spec on disk still fails. Apply the fix with "Distcheck: Save validated spec" (or the panel's Apply best spec), then run again.`,
-        },
-      ],
-    };
+    return { kind: "failed", messages: [{ message: fixFailureMessage(report) }] };
   }
   if (state === "error") {
     return { kind: "errored", messages: [errorMessage(report)] };

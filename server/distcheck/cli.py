@@ -3,8 +3,14 @@
 TARGET is a factory reference (`path/file.py:factory` or `package.module:factory`), a `.py` file
 defining `model_factory`, or the name of a target in `[tool.distcheck]` of the nearest
 `pyproject.toml` (searched upwards from the current directory, or given with `--config`). Progress goes
-to stderr one plain line per event; the report goes to stdout. Exit codes: 0 passed, 1 failed,
-2 usage or setup error (and a report whose verdict is "error"), 3 inconclusive, 130 interrupted.
+to stderr one plain line per event; the report goes to stdout. The exit codes are listed below
+(`distcheck.cli_exit`).
+
+The spec it starts from is the first of: --spec PATH, the target's `spec = ...` in [tool.distcheck],
+`<model>.distspec.json` beside the model file (when it exists), the wrapper's own distribution_spec
+(`distcheck.jobs.spec_source`); the report's `spec:` line names the file and the rule. A pass that needed
+an auto-fix is not a pass: it exits with its own code (below) and prints the fix and the --save-spec
+command that writes it where the next run reads it; --accept-fixed accepts it as a pass.
 
 A structure-file sample (`--sample traj.extxyz`) gives one system per frame; `--frames 0:10` (an index
 or a start:stop:step slice) picks some, `--dtype float32` reads them for a float32 model.
@@ -34,10 +40,10 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from . import cli_args
+from . import cli_args, cli_exit
 from .cli_args import cli_options
 from .cli_output import Printer, one_line, print_error
-from .cli_report import error_report, save_spec_state, show_and_write
+from .cli_report import error_report, fixed_pass_advice, save_spec_state, show_and_write
 from .cli_target import prior_spec, resolve_target
 from .jobs.bytecode import bytecode_notice, import_torch
 from .jobs.early_start import started_early
@@ -59,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
+    "EXIT_FIXED",
     "EXIT_INCONCLUSIVE",
     "EXIT_INTERRUPTED",
     "EXIT_PASSED",
@@ -71,13 +78,12 @@ __all__ = [
     "main",
 ]
 
-EXIT_PASSED = 0
-EXIT_FAILED = 1
-EXIT_ERROR = 2
-EXIT_INCONCLUSIVE = 3
-EXIT_INTERRUPTED = 130
-
-_VERDICT_EXIT = {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}
+EXIT_PASSED = cli_exit.code_of("passed")
+EXIT_FAILED = cli_exit.code_of("failed")
+EXIT_ERROR = cli_exit.code_of("error")
+EXIT_INCONCLUSIVE = cli_exit.code_of("inconclusive")
+EXIT_FIXED = cli_exit.code_of("passed_after_fix")
+EXIT_INTERRUPTED = cli_exit.code_of("interrupted")
 
 # --------------------------------------------------------------------------------------------------
 # running
@@ -86,8 +92,8 @@ _VERDICT_EXIT = {"passed": EXIT_PASSED, "failed": EXIT_FAILED, "error": EXIT_ERR
 def _validate(target: Target, options: dict[str, Any], printer: Printer) -> TraceReport:
     """The job of a local run: `target` with the merged, checked `options`, hints in the CLI's words."""
     target.options = options
-    spec = prior_spec(target, printer)
-    return run_job(target, spec=spec, words=CLI, notice=printer.notice, progress=printer.progress)
+    spec, source = prior_spec(target, printer)
+    return run_job(target, spec=spec, words=CLI, notice=printer.notice, progress=printer.progress, source=source)
 
 
 def _launcher(choice: str) -> LauncherEnv | None:
@@ -122,9 +128,10 @@ def _validate_launched(
     batch: Any = None
     sample_info: dict[str, Any] = {}
     spec: Any = None
+    source = None
     if job.rank == 0:  # the sample and the prior spec travel from rank 0 with every attempt
         batch, sample_info = load_sample(target, factory, CLI)
-        spec = prior_spec(target, printer)
+        spec, source = prior_spec(target, printer)
     job_size = job.world_size
     world_size = options.pop("world_size", None)
     if world_size is not None and world_size != job_size:
@@ -138,15 +145,20 @@ def _validate_launched(
     device: str | list[str] = text.split(",") if "," in text else text
     report = validate_launched(target.factory, batch, device=device, progress=printer.progress, spec=spec, **options)
     if report is not None:
-        describe_target(report, target, factory, sample_info)
+        describe_target(report, target, factory, sample_info, source)
         add_dtype_hint(report, batch, sample_info, CLI)
     return report
 
 
 def _finish(report: TraceReport, target: Target, args: argparse.Namespace, printer: Printer, out: TextIO) -> int:
-    """Show the report, write the files asked for, and return the verdict's exit code."""
+    """Show the report, write the files asked for, and return the exit code of its state (`cli_exit`): a
+    pass after auto-fix also prints the fix and the command that saves it, unless --accept-fixed."""
     show_and_write(report, target, args, printer, out)
-    return _VERDICT_EXIT.get(report.verdict, EXIT_ERROR)
+    code = cli_exit.exit_code(report.state, accept_fixed=args.accept_fixed)
+    if report.state == "passed_after_fix":
+        for line in fixed_pass_advice(report, args):
+            printer.write(line, always=True)
+    return code
 
 
 @contextlib.contextmanager
@@ -214,9 +226,14 @@ def _options_paragraph() -> str:
     return "\n" + textwrap.fill(f"Validator options (pyproject key and flag): {names}.", width=100) + "\n"
 
 
+def _exit_paragraph() -> str:
+    """The exit codes as `--help` lists them, from `cli_exit.EXIT_CODES`."""
+    return "\n" + cli_exit.help_paragraph()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `distcheck` argument parser (`validate --help` shows this module's docstring and the options)."""
-    return cli_args.build_parser(description=(__doc__ or "") + _options_paragraph())
+    return cli_args.build_parser(description=(__doc__ or "") + _exit_paragraph() + _options_paragraph())
 
 
 class _Stopped(BaseException):
@@ -286,9 +303,11 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     try:
         parser = build_parser()
         try:
-            args = parser.parse_args(list(argv) if argv is not None else None)
+            words = list(argv) if argv is not None else sys.argv[1:]
+            args = parser.parse_args(words)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+        args.argv = words  # the command line, for the command that saves a fix
         if args.command == "spec":
             return _cmd_spec(args, out, err)
         if args.command != "validate":

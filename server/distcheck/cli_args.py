@@ -11,6 +11,7 @@ import difflib
 from typing import Any, NoReturn
 
 from . import __version__
+from .cli_exit import help_line
 from .options import OPTIONS, Option
 from .sample_options import DTYPES, SAMPLE_KEYS
 
@@ -158,7 +159,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     v = sub.add_parser(
         "validate",
-        help="validate a model (exit 0 passed, 1 failed, 2 error, 3 inconclusive)",
+        help=help_line(),
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -191,7 +192,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     g = v.add_argument_group("validator options")
     for option in OPTIONS:
         _add_option(g, option)
-    g.add_argument("--spec", metavar="PATH", help="prior spec file to start from")
+    g.add_argument(
+        "--spec",
+        metavar="PATH",
+        help="spec file to start from (default: the target's spec in [tool.distcheck], else <model>.distspec.json "
+        "beside the model file when it exists, else the wrapper's distribution_spec)",
+    )
     g.add_argument(
         "--launcher",
         choices=("auto", "local", "torchrun"),
@@ -204,6 +210,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     o.add_argument("--json", metavar="FILE", help="write the report as JSON")
     o.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per output)")
     o.add_argument("--save-spec", metavar="FILE", help="save the validated spec when the validation passed")
+    o.add_argument(
+        "--accept-fixed",
+        action="store_true",
+        help="a validation that passed only after auto-fix exits as a pass instead of with its own code",
+    )
     o.add_argument("--quiet", "-q", action="store_true", help="no progress; print only the verdict line")
     o.add_argument("--no-color", action="store_true", help="no ANSI colors (also: NO_COLOR set, or not a tty)")
     o.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .cli_output import Printer, print_error, rank_tag
-from .report.junit import write_junit
+from .report.junit import fix_changes, write_junit
 from .targets import ConfigError, Target, is_path_reference
 
 if TYPE_CHECKING:
     from .report import TraceReport
 
-__all__ = ["error_report", "save_spec_state", "show_and_write", "suite_name", "write_text"]
+__all__ = [
+    "error_report",
+    "fixed_pass_advice",
+    "save_command",
+    "save_spec_state",
+    "show_and_write",
+    "suite_name",
+    "write_text",
+]
 
 
 def suite_name(reference: str) -> str:
@@ -47,7 +57,9 @@ def show_and_write(
             write_text(args.json, report.to_json(indent=True))
             printer.notice(f"wrote the report to {args.json}")
         if args.junit:
-            write_junit(report, target.name or suite_name(target.factory), args.junit)
+            command = save_command(args, _save_path(report)) if report.state == "passed_after_fix" else None
+            name = target.name or suite_name(target.factory)
+            write_junit(report, name, args.junit, save_command=command, accept_fixed=args.accept_fixed)
             printer.notice(f"wrote JUnit XML to {args.junit}")
         if args.save_spec:
             if report.verdict == "passed":
@@ -56,6 +68,64 @@ def show_and_write(
                 printer.notice(f"not saving the spec to {args.save_spec}: the validation {report.verdict}")
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}", "check the output path") from exc
+
+
+def _shown(path: str) -> str:
+    """`path` relative to the current directory when it lies below it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _save_path(report: TraceReport) -> str | None:
+    """Where a fix of `report` is saved: the target's spec file, the one the next run reads."""
+    return report.target.spec_path if report.target is not None else None
+
+
+def save_command(args: argparse.Namespace, path: str | None) -> str:
+    """This command line again with `--save-spec PATH` (any --save-spec / --accept-fixed of its own left
+    out): the command that validates again and saves the fixed spec to `path` (`FILE` when None)."""
+    words: list[str] = []
+    given: Sequence[str] = getattr(args, "argv", None) or ["validate"]
+    skip = False
+    for word in given:
+        if skip:
+            skip = False
+        elif word == "--save-spec":
+            skip = True
+        elif not word.startswith("--save-spec=") and word != "--accept-fixed":
+            words.append(word)
+    return "distcheck " + shlex.join([*words, "--save-spec", _shown(path) if path else "FILE"])
+
+
+def fixed_pass_advice(report: TraceReport, args: argparse.Namespace) -> list[str]:
+    """What the CLI prints (even with --quiet) after a pass that needed an auto-fix: the failure's one
+    line (`report.fix_failure`, the JUnit and Testing-view text), the fix as spec changes, the command that
+    saves it where the next run reads it, and how to accept such passes instead."""
+    lines = [f"distcheck: {report.fix_failure or 'passed only after auto-fix'}"]
+    changes = fix_changes(report)
+    if changes:
+        lines.append("distcheck: the fix:")
+        lines += [f"  {c}" for c in changes]
+    path = _save_path(report)
+    saved = args.save_spec and report.verdict == "passed"
+    if saved and path and os.path.abspath(args.save_spec) == os.path.abspath(path):
+        lines.append(f"distcheck: the fixed spec was saved to {_shown(path)}: the next run starts from it")
+    elif path:
+        lines.append("distcheck: save it where the next run reads it:")
+        lines.append(f"  {save_command(args, path)}")
+    else:
+        lines.append(
+            "distcheck: save it with --save-spec FILE and name the file with --spec FILE (or spec = ... in "
+            "[tool.distcheck]): the model's file was not found to put it beside"
+        )
+    if args.accept_fixed:
+        lines.append("distcheck: accepted as a pass (--accept-fixed)")
+    else:
+        lines.append("distcheck: or accept passes after auto-fix with --accept-fixed")
+    return lines
 
 
 def save_spec_state(path: str | None) -> Any:

@@ -1,5 +1,5 @@
 """What a `distcheck validate` command line names: the target (factory, sample, spec, options from the
-config) and the prior spec it starts from."""
+config) and the prior spec it starts from (by the one rule of `distcheck.jobs.spec_source`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from .cli_args import sample_keys
 from .cli_output import Printer
 from .jobs.pyproject import find_config, load_targets, read_table, select_target
+from .jobs.spec_source import SpecSource, spec_source
 from .jobs.target import Target, sample_reference, target_from_reference
 from .option_check import ConfigError
 
@@ -57,16 +58,17 @@ def resolve_target(args: argparse.Namespace) -> Target:
     return target
 
 
-def prior_spec(target: Target, printer: Printer) -> Any:
-    """The spec to start from: the target's spec file when it exists (or was asked for), else None."""
+def prior_spec(target: Target, printer: Printer) -> tuple[Any, SpecSource]:
+    """The spec to start from and where it came from, by the one rule (`jobs.spec_source`): the file it
+    names when it reads one (a missing --spec file is an error), else None (the wrapper's own spec)."""
     from .spec import MLIPSpec
 
-    if target.spec is None:
-        return None
-    if os.path.exists(target.spec) or target.spec_required:
-        return MLIPSpec.load(target.spec)
-    printer.notice(
-        f"spec file {target.spec} does not exist yet; starting from the wrapper's distribution_spec "
-        f"(write it with --save-spec {os.path.relpath(target.spec)})"
-    )
-    return None
+    source = spec_source(target)
+    if source.reads_file and source.path is not None:
+        return MLIPSpec.load(source.path), source
+    if target.spec is not None and source.path is not None:  # configured, not there yet
+        printer.notice(
+            f"spec file {source.path} does not exist yet; starting from the wrapper's distribution_spec "
+            f"(write it with --save-spec {os.path.relpath(source.path)})"
+        )
+    return None, source

@@ -24,13 +24,16 @@ out = {}
 for name, text in json.load(sys.stdin).items():
     r = TraceReport.from_json(text)
     failures = [(f.get("message"), f.text) for f in junit_xml(r, name).iter("failure") if f.get("type", "").startswith("output:")]
-    out[name] = {"report": r.to_dict(), "junit": failures}
+    fixed = [f.get("message") for f in junit_xml(r, name).iter("failure") if f.get("type") == "fixed-pass"]
+    out[name] = {"report": r.to_dict(), "junit": failures, "fixed": fixed}
 print(json.dumps(out))
 `;
 
 interface Encoded {
   report: ReportJson;
   junit: [string, string][];
+  /** The messages of the JUnit's `fixed-pass` failures. */
+  fixed: string[];
 }
 
 let encoded: Record<string, Encoded> = {};
@@ -86,15 +89,27 @@ describe("testing view outcomes", () => {
   }
 
   for (const name of ["helper_model_autofix", "unrouted_fixed"]) {
-    it(`${name}: passed only after auto-fix is a failure that says to apply the fix`, () => {
-      const report = (encoded[name] as Encoded).report;
+    it(`${name}: passed only after auto-fix is a failure with the JUnit's fixed-pass text`, () => {
+      const { report, fixed } = encoded[name] as Encoded;
       assert.equal(stateOf(report), "passed_after_fix");
       const outcome = outcomeOf(report);
       assert.ok(outcome.kind === "failed");
       assert.equal(outcome.messages.length, 1);
-      assert.match(outcome.messages[0]?.message ?? "", /only after auto-fix.*Save validated spec/s);
+      assert.match(outcome.messages[0]?.message ?? "", /only after auto-fix.*still fails: save the fixed spec/s);
+      assert.deepEqual(
+        outcome.messages.map((m) => m.message),
+        fixed,
+      );
     });
   }
+
+  it("a report without fix_failure (an older distcheck) falls back to its headline", () => {
+    const report = clone((encoded["helper_model_autofix"] as Encoded).report);
+    delete (report as unknown as Record<string, unknown>)["fix_failure"];
+    const outcome = outcomeOf(report);
+    assert.ok(outcome.kind === "failed");
+    assert.ok((outcome.messages[0]?.message ?? "").length > 0);
+  });
 
   it("the report's own state wins over the fallback rule", () => {
     const report = clone((encoded["helper_model_autofix"] as Encoded).report);

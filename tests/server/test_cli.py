@@ -65,17 +65,28 @@ def test_factory_path_passes_and_writes_a_json_report(
 
 def test_named_target_from_the_examples_config_as_a_subprocess(tmp_path: Path) -> None:
     """helper_model: python_path from the config makes `examples` importable, watched_helper_packages
-    lets auto-fix declare the adapter."""
-    report_path = tmp_path / "helper.json"
-    proc = _run_module(["validate", "helper_model", "--config", str(CONFIG), "--json", str(report_path)], tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lets auto-fix declare the adapter. Only the fixed spec passes: not a pass (exit 4), the fix and the
+    command that saves it printed, and the JUnit testcase failed with the Testing view's text."""
+    report_path, junit = tmp_path / "helper.json", tmp_path / "junit.xml"
+    args = ["validate", "helper_model", "--config", str(CONFIG), "--json", str(report_path), "--junit", str(junit)]
+    proc = _run_module(args, tmp_path)
+    assert proc.returncode == cli.EXIT_FIXED == 4, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "attempt 2/" in proc.stderr and "declare_helper_adapter" in proc.stderr
+    assert proc.stdout.startswith("PASSED AFTER FIX")
     report = TraceReport.from_json(report_path.read_text())
-    assert report.verdict == "passed" and len(report.attempts) >= 2
+    assert report.verdict == "passed" and report.state == "passed_after_fix" and len(report.attempts) >= 2
     assert report.spec.helper("examples.thirdparty.nbops.mol_sum") is not None
     assert report.meta.watched_helper_packages == ["examples.thirdparty.nbops"]
     assert report.target is not None and report.target.name == "helper_model"
+    beside = EXAMPLES / "helper_model.distspec.json"
+    assert (report.target.spec_path, report.target.spec_rule) == (str(beside), "wrapper")
+    assert f"  spec: the wrapper's distribution_spec (wrapper); a fix is saved to {beside}\n" in proc.stdout
+    assert report.fix_failure is not None and f"distcheck: {report.fix_failure}\n" in proc.stderr
+    assert "distcheck: the fix:\n  add " in proc.stderr
+    assert f"  distcheck validate {' '.join(args[1:])} --save-spec {beside}\n" in proc.stderr
+    (failure,) = ET.parse(junit).getroot().iter("failure")
+    assert failure.get("type") == "fixed-pass" and failure.get("message") == report.fix_failure
 
 
 def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

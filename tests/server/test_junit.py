@@ -15,7 +15,7 @@ from distcheck.report.document import TraceReport
 from distcheck.report.failures import output_failure
 from distcheck.report.junit import junit_xml
 from distcheck.report.model import Frame, OutputVerdict
-from distcheck.report.parts import ReportMeta
+from distcheck.report.parts import ReportMeta, TargetInfo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "extension" / "fixtures"
 
@@ -48,10 +48,53 @@ def test_one_testcase_per_target_one_failure_per_failing_output(fixture: str) ->
     assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "1", "0")
 
 
-@pytest.mark.parametrize("fixture", ["helper_model_autofix", "receptive_fixed", "unrouted_fixed"])
-def test_a_passing_report_is_one_passing_testcase(fixture: str) -> None:
-    case = _case(junit_xml(_report(fixture), "t"))
+def test_a_plain_passing_report_is_one_passing_testcase() -> None:
+    root = junit_xml(_report("receptive_fixed"), "t")
+    case = _case(root)
     assert case.find("failure") is None and case.find("error") is None
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("failures") == "0"
+
+
+@pytest.mark.parametrize("fixture", ["helper_model_autofix", "unrouted_fixed"])
+def test_a_pass_after_auto_fix_is_a_failure_with_the_testing_views_text(fixture: str) -> None:
+    """The Testing view records `fix_failure` (testingResults.fixFailureMessage); the JUnit failure's
+    message is that text, its body the fix and the command that saves it."""
+    report = _report(fixture)
+    report.target = TargetInfo(name="t", spec_path="/ws/model.distspec.json", spec_rule="wrapper")
+    assert report.state == "passed_after_fix"
+    root = junit_xml(report, "t", save_command="distcheck validate t --save-spec model.distspec.json")
+    case = _case(root)
+    (failure,) = case.findall("failure")
+    assert failure.get("type") == "fixed-pass" and case.find("error") is None
+    doc = TraceReport.from_json(report.to_json()).to_dict()
+    assert failure.get("message") == doc["fix_failure"] == report.fix_failure
+    assert report.fix_failure is not None and report.fix_applied is not None
+    assert report.fix_failure.startswith(f"Passed only after auto-fix ({' '.join(report.fix_applied.split())})")
+    assert "the wrapper's distribution_spec (wrapper), still fails: save the fixed spec to /ws/model.distspec.json" in (
+        report.fix_failure
+    )
+    text = failure.text or ""
+    assert text.startswith("fix: ") and ("\n  set " in text or "\n  add " in text), text
+    assert text.endswith("save it: distcheck validate t --save-spec model.distspec.json")
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["state"] == "passed_after_fix" and props["spec"] == "the wrapper's distribution_spec (wrapper)"
+
+
+def test_the_spec_file_read_is_named_in_the_fix_failure_and_the_text() -> None:
+    report = _report("helper_model_autofix")
+    report.target = TargetInfo(name="t", spec_path="/ws/m.distspec.json", spec_rule="beside-model")
+    assert report.fix_failure is not None
+    assert "the spec it started from, /ws/m.distspec.json (beside-model), still fails" in report.fix_failure
+    assert "spec: /ws/m.distspec.json (beside-model)\n" in report.render_text()
+    report.target = TargetInfo(name="t", spec_path="/ws/m.distspec.json", spec_rule="wrapper")
+    assert "spec: the wrapper's distribution_spec (wrapper); a fix is saved to /ws/m.distspec.json\n" in (
+        report.render_text()
+    )
+    report.target = TargetInfo(name="t")  # an older report: no rule recorded, no spec line
+    assert "spec:" not in report.render_text().split("final spec:")[0]
 
 
 def test_a_worker_error_is_an_error_at_the_users_line() -> None:

@@ -2,8 +2,8 @@
 rank count, run the library entry point and describe what was validated in the report.
 
 The CLI (`cli._validate`) and the editor's runner (`jobs.runner`) both run `run_job`; they differ in
-their `Vocabulary` (the words of every hint), where notices go and the prior spec they pass (the
-CLI's comes from the target's spec file, the editor's from its buffer).
+their `Vocabulary` (the words of every hint), where notices go and the prior spec they pass (both read
+the file the one spec rule, `jobs.spec_source`, names; the report records which file and rule).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ..rank_limits import check_world_size
 from ..report.parts import FactoryInfo, TargetInfo, view
 from .devices import resolve_device
 from .sample import add_dtype_hint, import_object, load_sample, source_of
+from .spec_source import SpecSource, spec_source
 from .target import Target
 
 if TYPE_CHECKING:
@@ -39,14 +40,19 @@ def loaded_factory(target: Target) -> Any:
     return factory
 
 
-def describe_target(report: TraceReport, target: Target, factory: Any, sample_info: dict[str, Any]) -> None:
-    """Set `report.target` (what was validated: factory and sample with their source lines, spec, config)."""
+def describe_target(
+    report: TraceReport, target: Target, factory: Any, sample_info: dict[str, Any], source: SpecSource | None = None
+) -> None:
+    """Set `report.target` (what was validated: factory and sample with their source lines, the spec file
+    and the rule that chose it (`source`, else `spec_source(target)`), config)."""
     if report.target is None:
+        source = source or spec_source(target)
         report.target = TargetInfo(
             name=target.name,
             factory=view(FactoryInfo, source_of(factory, target.factory)),
             sample=sample_info,
-            spec_path=target.spec,
+            spec_path=source.path,
+            spec_rule=source.rule,
             config=target.config,
         )
 
@@ -65,9 +71,11 @@ def run_job(
     words: Vocabulary,
     notice: Callable[[str], None],
     progress: Progress | None = None,
+    source: SpecSource | None = None,
 ) -> TraceReport:
     """Validate `target` with its (checked) `options`, starting from the prior `spec` (None: the wrapper's),
-    in this process's current directory and `sys.path` (see `jobs.paths`). Every refusal before a process
+    in this process's current directory and `sys.path` (see `jobs.paths`); `source` is where `spec` came
+    from (None: `spec_source(target)`), recorded in the report. Every refusal before a process
     starts (factory, sample, devices, rank count) is a `ConfigError` / `OptionError` whose hint is in
     `words`; `notice` receives what the caller should be told on the way (the CPU fallback of `auto`)."""
     from ..validate import trace_and_validate, validate_on_cpu
@@ -89,6 +97,6 @@ def run_job(
         report = validate_on_cpu(target.factory, batch, **kwargs)
     else:
         report = trace_and_validate(target.factory, batch, device=device, **kwargs)
-    describe_target(report, target, factory, sample_info)
+    describe_target(report, target, factory, sample_info, source)
     add_dtype_hint(report, batch, sample_info, words)
     return report

@@ -113,15 +113,18 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     """Run one job as the CLI would, hints in the editor's words; returns (the TraceReport, a notice or None).
 
     `params["target"]` is a `Target.to_wire()` (its options merged and checked by the daemon, checked
-    again here), `params["spec"]` the prior spec (the editor's buffer) or None."""
+    again here), `params["spec"]` the prior spec or None: the file the one spec rule names
+    (`jobs.spec_source`, which the daemon applied too), recorded in the report with its rule."""
     from ..runtime.isolation import isolated_global_state
     from ..spec import MLIPSpec
     from .devices import NO_GPU_NOTICE as FELL_BACK
     from .paths import pop_python_path, purge_user_modules, push_python_path
     from .run import run_job
+    from .spec_source import spec_source
     from .target import Target
 
     target = Target.from_wire(params.get("target"))
+    source = spec_source(target)
     raw_spec = params.get("spec")
     spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
     notices: list[str] = []
@@ -131,7 +134,7 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
         state = push_python_path(target.python_path)
         try:
             os.chdir(target.root)  # the user's code runs where the CLI would run it: in the project directory
-            report = run_job(target, spec=spec, words=EDITOR, notice=notices.append, progress=emit)
+            report = run_job(target, spec=spec, words=EDITOR, notice=notices.append, progress=emit, source=source)
         finally:
             os.chdir(home)
             pop_python_path(state)

@@ -7,9 +7,10 @@ at module scope is a target of its own, named by its workspace-relative path. A 
 one `ConfigProblem` (file, line, message, hint) instead of targets. Option precedence: validator
 defaults < client settings < target table < command overrides.
 
-Every target has a spec path: the configured `spec = ...`, else `<name>.distspec.json` next to the
-pyproject (or `<file stem>.distspec.json` next to a file target). Quick fixes write there, and a
-validation uses the file as its prior spec when it exists.
+Every target has a spec path, by the one rule of `distcheck.jobs.spec_source` (the CLI's and the
+runner's too): the configured `spec = ...`, else `<model>.distspec.json` beside the model file. Quick
+fixes and fix-all write there, and a validation starts from the file when it exists (else from the
+wrapper's own spec), so what the editor fixes is what `distcheck validate` reads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..jobs.pyproject import load_targets, read_table
+from ..jobs.spec_source import SpecSource, spec_file_path, spec_source
 from ..jobs.target import Target, is_path_reference, split_reference
 from ..option_check import KIND_WORDS, ConfigError, OptionError, check_option, check_type, normalize
 from ..options import EDITOR_SETTINGS, OPTION_ALIASES, OPTION_TYPES, OPTIONS
@@ -131,8 +133,9 @@ class TargetInfo(Target):
     the runner is sent) with what only the editor shows.
 
     `source` is `"pyproject"` or `"file"`; `factory_file` the factory's source file when it can be found
-    without importing anything; `spec` is the configured spec or the default one (`spec_configured` says
-    which); `python_path` holds the configured directories only (`search_dirs` adds the project
+    without importing anything; `spec` is the configured spec (None: none is configured;
+    `spec_configured` says the same) and `spec_path` the file the spec rule names; `python_path` holds
+    the configured directories only (`search_dirs` adds the project
     directory). `line` is the 1-based line of its table in the pyproject (`source == "pyproject"`) or of
     the factory's `def` (`source == "file"`), in `defined_in`.
     """
@@ -145,8 +148,14 @@ class TargetInfo(Target):
 
     @property
     def spec_path(self) -> str:
-        """Where the target's spec is (quick fixes write there; a validation starts from it when it exists)."""
-        return self.spec or ""
+        """The spec file the one rule names (`jobs.spec_source`): quick fixes and fix-all write there, a
+        validation starts from it when it exists; "" when neither a spec is configured nor the model's file
+        found."""
+        return self.spec_source(exists=lambda _path: False).path or ""
+
+    def spec_source(self, exists: Callable[[str], bool] = os.path.isfile) -> SpecSource:
+        """`jobs.spec_source.spec_source` of this target (files on disk, by default)."""
+        return spec_source(self, exists=exists, factory_file=self.factory_file)
 
     @property
     def search_dirs(self) -> list[str]:
@@ -175,12 +184,10 @@ class WorkspaceTargets:
     python_path: list[str]
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
-
-
 def default_spec_path(directory: str, stem: str) -> str:
-    """`<directory>/<stem>.distspec.json` with characters unsafe in a file name replaced by `_`."""
-    return os.path.join(directory, _UNSAFE.sub("_", stem).strip("._") + ".distspec.json")
+    """`<directory>/<stem>.distspec.json` with characters unsafe in a file name replaced by `_`
+    (`jobs.spec_source.spec_file_path`)."""
+    return spec_file_path(directory, stem)
 
 
 def _has_distcheck(text: str) -> bool:
@@ -244,7 +251,7 @@ def load_workspace_targets(root: str, text_of: TextOf) -> WorkspaceTargets:
                 factory_file=reference_file(t.factory, search),
                 sample=t.sample,
                 sample_is_file=t.sample_is_file,
-                spec=t.spec or default_spec_path(t.root, name),
+                spec=t.spec,
                 spec_configured=t.spec is not None,
                 options=dict(t.options),
                 python_path=list(t.python_path),
@@ -281,7 +288,7 @@ def file_target(path: str, source: str, workspace: WorkspaceTargets) -> TargetIn
         factory_file=path,
         sample=f"{path}:sample_batch",
         sample_is_file=False,
-        spec=default_spec_path(os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]),
+        spec=None,
         spec_configured=False,
         options={},
         python_path=[p for p in workspace.python_path if p != root],

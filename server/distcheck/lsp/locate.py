@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..jobs import spec_source
+
 __all__ = [
     "SKIP_DIRS",
     "Location",
@@ -167,16 +169,9 @@ def class_location(source: str, qualname: str, path: str = "") -> Location | Non
 
 def resolve_module(module: str, search_dirs: Iterable[str]) -> str | None:
     """The file of the dotted `module` under the first of `search_dirs` that has it
-    (`a/b/c.py` or `a/b/c/__init__.py`), or None."""
-    parts = module.split(".")
-    if not all(p.isidentifier() for p in parts):
-        return None
-    for directory in search_dirs:
-        base = os.path.join(directory, *parts)
-        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-            if os.path.isfile(candidate):
-                return os.path.abspath(candidate)
-    return None
+    (`a/b/c.py` or `a/b/c/__init__.py`), or None: `jobs.spec_source.resolve_module`, the lookup the spec
+    rule finds a model's file with."""
+    return spec_source.resolve_module(module, search_dirs)
 
 
 def locate_class(

@@ -266,6 +266,7 @@ class WorkspaceState:
                     "spec": t.spec_path,
                     "specUri": uri_of(t.spec_path),
                     "specConfigured": t.spec_configured,
+                    "specRule": t.spec_source().rule,
                     "source": t.source,
                     "uri": uri_of(t.defined_in),
                     "line": (t.line - 1) if t.line else 0,

@@ -18,7 +18,8 @@ JSON promises (`to_json` / `from_json`, `to_dict` / `from_dict`, orjson undernea
 - The document carries `"report_version": REPORT_VERSION`; reading a newer one raises `ValueError`
   saying to upgrade distcheck. Reading is strict: a missing field, an unknown field or a wrong type
   raises `ValueError` naming its JSON path. Derived values (`verdict`, `state`, `fix_applied`, `failures`,
-  `best_attempt`, `failing_outputs`, `qualname`) are written for readers in other languages and ignored when read.
+  `fix_failure`, `best_attempt`, `failing_outputs`, `qualname`) are written for readers in other languages
+  and ignored when read.
 - `extension/schemas/report.schema.json` (`distcheck.report.schema`) is the document's JSON Schema.
 
 Equality of the records is equality of their JSON form (`to_dict()`), so `NaN == NaN` there.
@@ -38,7 +39,7 @@ from distcheck.spec import MLIPSpec
 
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
-from .failures import OutputFailure, output_failures
+from .failures import OutputFailure, fixed_pass_message, output_failures
 from .log_summary import SummaryLogger, log_summary
 from .model import Attempt
 from .parts import ReportMeta, TargetInfo, view
@@ -163,7 +164,7 @@ class TraceReport(Record):
     roundoff: RoundoffFloor | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
     sample_warnings: list[SampleWarning] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
 
-    _derived = ("verdict", "state", "fix_applied", "failures")
+    _derived = ("verdict", "state", "fix_applied", "failures", "fix_failure")
     _derived_enums = (("verdict", REPORT_VERDICTS), ("state", REPORT_STATES))
     _placed = (
         ("verdict", "ok"),
@@ -209,6 +210,16 @@ class TraceReport(Record):
         """`failures.output_failures` of the best attempt: one record per failing output, the text the
         JUnit file and the editor's Testing view both show."""
         return output_failures(self.best_attempt, self.meta)
+
+    @property
+    def fix_failure(self) -> str | None:
+        """When the state is "passed_after_fix": `failures.fixed_pass_message`, the one text the JUnit file
+        and the editor's Testing view both record as the failure (the spec it started from still fails,
+        and where to save the fix); None otherwise."""
+        fix = self.fix_applied
+        if fix is None or self.state != "passed_after_fix":
+            return None
+        return fixed_pass_message(fix, self.target)
 
     @property
     def verdict(self) -> str:

@@ -4,7 +4,9 @@ runner shows.
 `output_failures(report)` builds one `OutputFailure` per failing output of the best attempt. The CLI's
 JUnit (`junit.py`) writes them as `<failure>` elements and the report JSON carries them as the derived
 `failures` key, which the extension's Testing view turns into `TestMessage.diff(message, expected,
-actual)`: both read the same strings, so the two cannot drift. This module never imports torch.
+actual)`: both read the same strings, so the two cannot drift. Likewise `fixed_pass_message` is the one
+text of "passed only after auto-fix" (the derived `fix_failure` key): the JUnit `<failure
+type="fixed-pass">` and the Testing view's failure message. This module never imports torch.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from .render import tolerance_for
 
 if TYPE_CHECKING:
     from .model import Attempt, OutputVerdict
-    from .parts import ReportMeta
+    from .parts import ReportMeta, TargetInfo
 
-__all__ = ["OutputFailure", "output_failure", "output_failures"]
+__all__ = ["OutputFailure", "fixed_pass_message", "output_failure", "output_failures"]
 
 
 @dataclass(eq=False)
@@ -82,3 +84,15 @@ def output_failures(best: Attempt | None, meta: ReportMeta) -> list[OutputFailur
     if best is None:
         return []
     return [output_failure(v, meta) for v in best.verdicts.values() if not v.passed]
+
+
+def fixed_pass_message(fix: str, target: TargetInfo | None) -> str:
+    """The one-line failure of a validation that passed only after auto-fix (`fix`, the fixed attempt's
+    rationale): which spec still fails (`target.spec_words()`) and where to save the fix (the target's
+    `spec_path`, which the next run reads)."""
+    started = (target.spec_words() if target is not None else None) or "the spec as given"
+    where = target.spec_path if target is not None else None
+    save = f"save the fixed spec to {where}" if where else "save the fixed spec to the target's spec file"
+    text = f"Passed only after auto-fix ({fix}); the spec it started from, {started}, still fails: "
+    text += f"{save} and run again."
+    return " ".join(text.split())

@@ -1,5 +1,6 @@
 """JUnit XML of a validation report, for CI: one testcase per target, one failure per failing output
-(the same records and text as the editor's Testing view: `failures.output_failures`)."""
+(the same records and text as the editor's Testing view: `failures.output_failures`), and a pass that
+needed an auto-fix a failure too (the Testing view's text: the report's `fix_failure`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .document import TraceReport
 
-__all__ = ["junit_xml", "write_junit"]
+__all__ = ["fix_changes", "junit_xml", "write_junit"]
 
 
 def _one_line(text: object) -> str:
@@ -20,12 +21,28 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
+def fix_changes(report: TraceReport) -> list[str]:
+    """The auto-fix of a report that passed only after one, as spec changes from the spec it started
+    from to the one that passed (`set distribution.policy.scatter_mode to "local"`, ...); empty otherwise."""
+    from distcheck.spec.edit import describe_change, spec_changes
+
+    if report.state != "passed_after_fix" or not report.attempts:
+        return []
+    return [describe_change(c) for c in spec_changes(report.attempts[0].spec.to_dict(), report.spec.to_dict())]
+
+
+def junit_xml(
+    report: TraceReport, suite_name: str, *, save_command: str | None = None, accept_fixed: bool = False
+) -> ET.Element:
     """JUnit XML for CI (the `<testsuites>` root): one testsuite holding one testcase named `suite_name`
     (the target, as the editor's Testing view names its item). The testcase has one `<failure>` per
     failing output of the best attempt (message and expected/actual text from `report.failures`, the
     records the Testing view shows too), a `<failure>` when the partition is degenerate or nothing was
-    compared, and an `<error>` carrying the worker/setup error when the run failed."""
+    compared, an `<error>` carrying the worker/setup error when the run failed, and a `<failure
+    type="fixed-pass">` when only an auto-fixed spec passed (message `report.fix_failure`, the Testing
+    view's; text: the fix and `save_command`, the command that saves it), unless `accept_fixed` (the
+    CLI's --accept-fixed: such a pass exits 0, and its testcase passes; the suite's `state` property
+    still says "passed_after_fix")."""
     best = report.best_attempt
     classname = f"distcheck.{suite_name}"
     meta = report.meta
@@ -51,6 +68,12 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
             error.text = "\n".join(x for x in (location, e.hint, e.traceback) if x)
         elif not best.verdicts:
             ET.SubElement(case, "failure", {"message": "no outputs were compared", "type": "no-verdicts"})
+        if report.fix_failure is not None and not accept_fixed:
+            failure = ET.SubElement(case, "failure", {"message": report.fix_failure, "type": "fixed-pass"})
+            lines = [f"fix: {_one_line(report.fix_applied)}", *(f"  {c}" for c in fix_changes(report))]
+            if save_command:
+                lines.append(f"save it: {save_command}")
+            failure.text = "\n".join(lines)
     cases = [case]
     failures = sum(1 for c in cases if c.find("failure") is not None)
     errors = sum(1 for c in cases if c.find("error") is not None)
@@ -70,10 +93,13 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
         },
     )
     properties = ET.SubElement(suite, "properties")
-    props = {"verdict": report.verdict, "next_action": report.next_action.split("\n")[0]}
+    props = {"verdict": report.verdict, "state": report.state, "next_action": report.next_action.split("\n")[0]}
     for key in ("world_size", "device", "backend", "atol", "rtol", "factory"):
         if getattr(meta, key) is not None:
             props[key] = _one_line(getattr(meta, key))
+    target = report.target
+    if target is not None and target.spec_rule is not None:
+        props["spec"] = _one_line(target.spec_words())
     for key, value in props.items():
         ET.SubElement(properties, "property", {"name": key, "value": value})
     suite.extend(cases)
@@ -83,8 +109,10 @@ def junit_xml(report: TraceReport, suite_name: str) -> ET.Element:
     return root
 
 
-def write_junit(report: TraceReport, name: str, path: str) -> None:
-    """Write `junit_xml(report, name)` to `path` (its directory created); `OSError` when it cannot."""
-    root = junit_xml(report, name)
+def write_junit(
+    report: TraceReport, name: str, path: str, *, save_command: str | None = None, accept_fixed: bool = False
+) -> None:
+    """Write `junit_xml(report, name, ...)` to `path` (its directory created); `OSError` when it cannot."""
+    root = junit_xml(report, name, save_command=save_command, accept_fixed=accept_fixed)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -19,6 +19,7 @@ from .codec import Record, decode, slots, wire
 from .values import _bad, _dec_free, _enc_free, _kind_of, _PathT
 
 __all__ = [
+    "FILE_SPEC_RULES",
     "DivergentLayer",
     "FactoryInfo",
     "HaloCompleteness",
@@ -181,10 +182,20 @@ class FactoryInfo(_Open):
     qualname: str | None = None
 
 
+FILE_SPEC_RULES: tuple[str, ...] = ("explicit", "pyproject", "beside-model")
+"""The `TargetInfo.spec_rule` values under which the validation started from the file `spec_path` (the
+rule, and its fourth value `wrapper`, are `distcheck.jobs.spec_source`'s)."""
+
+
 @dataclass(eq=False)
 class TargetInfo(_Open):
     """`TraceReport.target` (None when not recorded): the target's `name`, its `factory` and `sample`
-    with their source lines, the `spec_path` and the `config` file it came from."""
+    with their source lines, the `spec_path` and the `config` file it came from.
+
+    `spec_rule` says which rule of the one spec-resolution rule (`distcheck.jobs.spec_source`) chose the
+    spec: `explicit`, `pyproject` or `beside-model` (the validation started from the file `spec_path`),
+    or `wrapper` (from the wrapper's own `distribution_spec`; `spec_path`, when set, is where a fix is
+    saved). None in reports written before the rule was recorded."""
 
     _omit_none = True
 
@@ -192,7 +203,20 @@ class TargetInfo(_Open):
     factory: FactoryInfo | None = None
     sample: dict[str, Any] | None = None
     spec_path: str | None = None
+    spec_rule: str | None = None
     config: str | None = None
+
+    @property
+    def spec_read(self) -> bool:
+        """Whether the validation started from the file `spec_path` (else from the wrapper's own spec)."""
+        return self.spec_path is not None and self.spec_rule in FILE_SPEC_RULES
+
+    def spec_words(self) -> str | None:
+        """Which spec the validation started from, as the report's `spec:` line and the fixed-pass
+        failure say it: `PATH (rule)`, or the wrapper's own; None when `spec_rule` was not recorded."""
+        if self.spec_rule is None:
+            return None
+        return f"{self.spec_path} ({self.spec_rule})" if self.spec_read else "the wrapper's distribution_spec (wrapper)"
 
 
 @dataclass(eq=False)

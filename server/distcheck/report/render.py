@@ -142,6 +142,11 @@ class _Renderer:
             line = "?" if factory.line is None else factory.line
             where = f"{factory.file or '?'}:{line}"
             self.add(_clean(f"target: {factory.qualname or '?'} ({where})", one_line=True), 2)
+        words = r.target.spec_words() if r.target is not None else None
+        if words is not None:
+            saved = r.target.spec_path if r.target is not None and not r.target.spec_read else None
+            line = f"spec: {words}" + (f"; a fix is saved to {saved}" if saved else "")
+            self.add(_clean(line, one_line=True), 2)
         fix = r.fix_applied
         if fix is not None:
             self.add(_clean(f"fix applied: {fix}", one_line=True), 2)
