@@ -180,6 +180,13 @@ def test_a_fixed_pass_exits_with_its_own_code_unless_accepted(
     assert failure.get("message") == err.split("\n")[0].removeprefix("distcheck: ")
     assert (failure.text or "").endswith("--save-spec m.distspec.json")
 
+    # the printed command saves the fix where the next run reads it (this run still exits with its code)
+    assert cli.main([*words, "--save-spec", "m.distspec.json"]) == cli.EXIT_FIXED
+    err = capsys.readouterr().err
+    assert MLIPSpec.load(beside).to_dict() == report.spec.to_dict()
+    assert "the fixed spec was saved to m.distspec.json: the next run starts from it" in err
+    assert spec_source(resolve_target(_args("m.py:model_factory"))).rule == "beside-model"
+
 
 def test_help_and_the_docs_state_the_exit_codes_of_the_record(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["validate", "--help"]) == 0

@@ -62,7 +62,7 @@ REPORT_VERSION = 1
 """The newest report version this distcheck reads and the version it writes."""
 
 REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
-"""`TraceReport.verdict` values (the CLI maps them to exit codes 0, 1, 3, 2)."""
+"""`TraceReport.verdict` values (the CLI's exit code is that of `state`: `distcheck.cli_exit`)."""
 
 REPORT_STATES: tuple[str, ...] = ("passed", "passed_after_fix", "failed", "inconclusive", "error")
 """`TraceReport.state` values (`report_state`): the verdict, with "passed" split in two: "passed" when the
