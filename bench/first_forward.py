@@ -3,8 +3,8 @@
     python3 bench/first_forward.py [--device cuda:0] [--sizes 1k] [--top 20]
 
 Each case runs in a fresh interpreter that first does what a spare does before it is handed a job
-(`spares_child._warm`: CUDA context, the autograd warm-up, the operator families of
-`spare_warmup.warm_kernels`), then builds `examples.mpnn`'s model and
+(`spares.child._warm`: CUDA context, the autograd warm-up, the operator families of
+`spares.warmup.warm_kernels`), then builds `examples.mpnn`'s model and
 times, with `torch.cuda.synchronize()` around each: the first forward + forces, the second, and a
 first forward of a second model instance. Cases: the spare's warm-up as it is; its autograd pass
 without the operator families; no warm-up; and with
@@ -30,7 +30,7 @@ import json, sys, time
 sys.path[:0] = [{server!r}, {root!r}, {bench!r}]
 t0 = time.perf_counter()
 import torch
-from distcheck.runtime import spare_warmup
+from distcheck.processes.spares import warmup as spare_warmup
 from gpu_validate import sample
 from examples import mpnn
 device = torch.device({device!r})
@@ -42,9 +42,9 @@ if device.type == "cuda":
 timings["cuda_init"] = time.perf_counter() - t
 t = time.perf_counter()
 if {warm!r}:
-    spare_warmup.warm_autograd(device)
+    spares.warmup.warm_autograd(device)
     if {kernels!r}:
-        spare_warmup.warm_kernels(device)
+        spares.warmup.warm_kernels(device)
 if device.type == "cuda":
     torch.cuda.synchronize(device)
 timings["warm_up"] = time.perf_counter() - t

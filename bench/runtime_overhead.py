@@ -25,7 +25,7 @@ collectives). Two more measurements separate those costs from the steady state:
 (d) the lazy imports a rank's first forward used to trigger (`torch._dynamo`, pulled in by the
     dispatch observer until `observer.dynamo_disabled_lazily`, and `torch.fx.experimental.symbolic_shapes`,
     pulled in by `torch.autograd.grad` with explicit `grad_outputs`, now loaded by the forkserver's
-    `runtime.mode_warmup`), timed in a fresh interpreter that has already imported torch.
+    `processes.mode_warmup`), timed in a fresh interpreter that has already imported torch.
 
 A rank also computes over its halo rows, so its time is for more rows than it owns.
 
@@ -59,19 +59,19 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 
 from distcheck import Batch, MLIPSpec, run_distributed  # noqa: E402
+from distcheck.processes import forkserver as launch  # noqa: E402
 from distcheck.runtime import (  # noqa: E402
     DistributedModel,
     DistributedRun,
     RankRecord,
     build_rank_context,
-    launch,
     resolve_halo_width,
 )
 from examples.mpnn import model_factory  # noqa: E402
 from examples.structures import make_batch, periodic_slab_system, slab_check  # noqa: E402
 
 CROSS_SECTION = (5, 5)
-FORKSERVER_PRELOAD = ("torch", "torch.distributed", "distcheck.runtime.launch")  # what launch.py preloads
+FORKSERVER_PRELOAD = ("torch", "torch.distributed", "distcheck.processes.launch")  # what launch.py preloads
 LAZY_IMPORTS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes")
 
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats, --single-repeats and every world size must be >= 1")
 
     torch.set_num_threads(1)
-    preload_note = "default forkserver preload (see distcheck.runtime.launch.process_context)"
+    preload_note = "default forkserver preload (see distcheck.processes.launch.process_context)"
     if args.preload_lazy_imports:
         pool = launch.process_context()
         if hasattr(pool, "set_forkserver_preload"):

@@ -45,7 +45,7 @@ DEVICE = "cpu"
 def mode(spares_on: bool, world_size: int = 2, ahead: bool = True) -> Iterator[None]:
     """Today's path (DISTCHECK_SPARES=0) or spares kept warm for validations of `world_size` ranks,
     with the first attempt run ahead of the reference (the target validated before) or not."""
-    from distcheck.runtime import spares
+    from distcheck.processes import spares
 
     pool = spares.pool()
     if not spares_on:  # today's path: no spares, every run in new processes
@@ -67,7 +67,7 @@ def mode(spares_on: bool, world_size: int = 2, ahead: bool = True) -> Iterator[N
 
 def wait_warm(world_size: int, timeout: float = 60.0) -> float:
     """Seconds until the pool holds a validation's spares warm (0 when spares are off)."""
-    from distcheck.runtime import spares
+    from distcheck.processes import spares
 
     if os.environ.get("DISTCHECK_SPARES") == "0":
         return 0.0

@@ -32,7 +32,7 @@ def main() -> None:
     import validate_latency
     from gpu_validate import sample
 
-    from distcheck.runtime import spares
+    from distcheck.processes import spares
     from examples import mpnn
 
     validate_latency.DEVICE = args.device

@@ -125,9 +125,7 @@ def make_batch(systems: Sequence[System], dtype: torch.dtype = torch.float64) ->
 # -- partition check ---------------------------------------------------------------------------
 
 
-def _slab_coordinates(
-    positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray
-) -> tuple[np.ndarray, float, bool, str]:
+def _slab_coordinates(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> tuple[np.ndarray, float, bool, str]:
     """Coordinate of each atom along the slab axis (Å, from the slab origin), the axis length and
     whether it is periodic, plus a description of the axis."""
     if pbc.any():
@@ -180,10 +178,7 @@ def slab_check(batch: Batch, halo_width: float, world_size: int) -> list[str]:
                 dist = np.where(owned, 0.0, np.maximum(lo - coord, coord - hi))
             halo = ~owned & (dist < halo_width)
             remote = ~owned & ~halo
-            where = (
-                f"halo {halo_width:g} Å, slab {thickness:.2f} Å thick along {axis_name} of length "
-                f"{length:.2f} Å"
-            )
+            where = f"halo {halo_width:g} Å, slab {thickness:.2f} Å thick along {axis_name} of length {length:.2f} Å"
             for name, mask in (("owned", owned), ("halo", halo), ("remote", remote)):
                 if not mask.any():
                     problems.append(f"system {s}, rank {rank} of {world_size}: no {name} atoms ({where})")

@@ -28,7 +28,7 @@ PACKAGES = {"aimnet2": "aimnet.models", "mace_model": "mace.modules", "schnet": 
 
 def _start_pool(warm: bool) -> float:
     """Start distcheck's forkserver (preloading `examples.real.warm` when `warm`); seconds it took."""
-    from distcheck.runtime.launch import process_context
+    from distcheck.processes.forkserver import process_context
 
     context = process_context()
     if warm:

@@ -21,7 +21,7 @@ _EXPORTS = {
     "DistributedRun": "runtime",
     "RankTimeout": "runtime",
     "SetupError": "runtime",
-    "run_distributed": "runtime",
+    "run_distributed": "processes.launch",
     "TraceReport": "report",
     "trace_and_validate": "validate",
     "validate_on_cpu": "validate",
@@ -47,8 +47,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .batch import Batch, NeighborList
+    from .processes.launch import run_distributed
     from .report import TraceReport
-    from .runtime import DistributedError, DistributedRun, RankTimeout, SetupError, run_distributed
+    from .runtime import DistributedError, DistributedRun, RankTimeout, SetupError
     from .spec import MLIPSpec, SpecError
     from .validate import trace_and_validate, validate_launched, validate_on_cpu
 

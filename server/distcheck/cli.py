@@ -258,7 +258,7 @@ def _signal_name(signum: int) -> str:
 def _stop_signals() -> Iterator[None]:
     """While the command runs, the first SIGTERM or SIGHUP raises `_Stopped` in the main thread; one
     more while it cleans up exits at once (the warm pool then kills the ranks itself, see
-    `runtime.lifeline`). The previous handlers are restored on the way out."""
+    `processes.lifeline`). The previous handlers are restored on the way out."""
     import signal
     import threading
 
@@ -342,9 +342,9 @@ def _main(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
 
 def run() -> NoReturn:
     """The `distcheck` command (console script and `python -m distcheck`): `main()` on this process's
-    arguments; then every process it started has ended (`runtime.teardown`), so a pipe reading the
+    arguments; then every process it started has ended (`processes.teardown`), so a pipe reading the
     output closes as the command exits; then exit with main's code."""
-    from .runtime import teardown
+    from .processes import teardown
 
     teardown.adopt_orphans()
     code = main()

@@ -12,7 +12,7 @@ import pytest
 
 from distcheck import cli
 from distcheck.jobs import bytecode
-from distcheck.runtime import bytecode_cache
+from distcheck.processes import bytecode_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,8 @@ import distcheck
 from distcheck import cli
 from distcheck.jobs import early_start
 from distcheck.options import CLI
-from distcheck.runtime import spares, spares_cache, spares_start
+from distcheck.processes import forkserver, spares
+from distcheck.processes.spares import learned
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = "/project/model.py:model_factory"
@@ -26,7 +27,7 @@ FACTORY = "/project/model.py:model_factory"
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """What `start_early` starts, recorded instead of started."""
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(spares_start, "process_context", lambda: calls.append(("pool",)))
+    monkeypatch.setattr(forkserver, "process_context", lambda: calls.append(("pool",)))
 
     def prestart(devices: Any, world_size: int, *, factory: str | None = None) -> None:
         calls.append(("spares", devices, world_size, factory))
@@ -34,7 +35,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     monkeypatch.setattr(spares, "prestart", prestart)
     monkeypatch.delenv("DISTCHECK_SPARES", raising=False)
     monkeypatch.delenv("DISTCHECK_START_METHOD", raising=False)
-    monkeypatch.setattr(spares_cache, "installed_torch_version", lambda: "2.13.0+cu130")  # a CUDA build
+    monkeypatch.setattr(learned, "installed_torch_version", lambda: "2.13.0+cu130")  # a CUDA build
     return calls
 
 
@@ -73,15 +74,15 @@ def test_devices_that_need_torch_or_a_check_start_only_the_pool(
 def test_auto_with_a_cpu_build_of_torch_starts_spares_on_the_cpu(
     started: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spares_cache, "installed_torch_version", lambda: "2.13.0+cpu")
+    monkeypatch.setattr(learned, "installed_torch_version", lambda: "2.13.0+cpu")
     early_start.start_early({"world_size": 3}, FACTORY, CLI)
     assert started == [("pool",), ("spares", "cpu", 3, FACTORY)]
 
 
 def test_the_torch_build_is_read_without_importing_torch() -> None:
     code = (
-        "import sys; from distcheck.runtime import spares_cache; "
-        "print(spares_cache.installed_torch_version().endswith('+cpu'), 'torch' in sys.modules)"
+        "import sys; from distcheck.processes.spares import learned; "
+        "print(learned.installed_torch_version().endswith('+cpu'), 'torch' in sys.modules)"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(distcheck.__file__).parents[1]))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
@@ -101,17 +102,17 @@ def test_a_start_that_fails_is_left_to_the_validation(monkeypatch: pytest.Monkey
     def broken() -> None:
         raise OSError("no forkserver today")
 
-    monkeypatch.setattr(spares_start, "process_context", broken)
+    monkeypatch.setattr(forkserver, "process_context", broken)
     early_start.start_early({"device": "cpu"}, FACTORY, CLI)  # does not raise
 
 
 EARLY_MODEL = """
 import json, os
-from distcheck.runtime import spares, spares_start
+from distcheck.processes import forkserver, spares
 
 try:  # the first process to import this file is the CLI; ranks and the reference import it later
     with open(os.environ["DISTCHECK_TEST_EARLY"], "x") as fh:
-        json.dump({"pool": spares_start.forkserver_context() is not None,
+        json.dump({"pool": forkserver.forkserver_context() is not None,
                    "wanted": spares.pool().report()["wanted"]}, fh)
 except FileExistsError:
     pass

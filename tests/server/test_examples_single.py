@@ -276,9 +276,7 @@ MULTI = [(name, s) for name, s in ALL_SAMPLES if s == "sample_batch_multi"]
 
 
 @pytest.mark.parametrize(("name", "sample"), MULTI)
-def test_systems_in_one_batch_are_independent(
-    name: str, sample: str, models: dict[str, torch.nn.Module]
-) -> None:
+def test_systems_in_one_batch_are_independent(name: str, sample: str, models: dict[str, torch.nn.Module]) -> None:
     model = models[name]
     batch = getattr(MODULES[name], sample)()
     assert batch.num_systems == 2
@@ -403,9 +401,7 @@ def test_unaware_graph_equals_batch_neighbor_list() -> None:
     samples = (unaware_model.sample_batch(), mpnn.sample_batch_cluster(), unaware_model.sample_batch_multi())
     for batch in samples:
         cutoff = 4.0
-        edges, shifts = unaware_model.radius_graph(
-            batch.positions, batch.cell, batch.pbc, batch.batch, cutoff
-        )
+        edges, shifts = unaware_model.radius_graph(batch.positions, batch.cell, batch.pbc, batch.batch, cutoff)
         nl = batch.neighbor_list(cutoff)
 
         def as_set(ei: torch.Tensor, sh: torch.Tensor) -> set[tuple[int, ...]]:

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import distcheck
-import distcheck.runtime.launch as launch
+import distcheck.processes.launch as launch
 import distcheck.validate.engine as engine
 import distcheck.validate.rank_runs as rank_runs
 from distcheck import cli, rank_limits, targets

@@ -172,17 +172,11 @@ FIELD_VARIANTS: list[tuple[str, MLIPSpec]] = [
     ("custom_ops.bare", MLIPSpec(Distribution(custom_ops=[CustomOp("ns::op.default")]))),
     (
         "third_party_helpers.reduction",
-        MLIPSpec(
-            Distribution(
-                third_party_helpers=[HelperAdapter("reduction", "a.b", "c", atom_arg=2, atom_dim=-1)]
-            )
-        ),
+        MLIPSpec(Distribution(third_party_helpers=[HelperAdapter("reduction", "a.b", "c", atom_arg=2, atom_dim=-1)])),
     ),
     (
         "third_party_helpers.python",
-        MLIPSpec(
-            Distribution(third_party_helpers=[HelperAdapter("python", "a", "C.f", replacement="x.y:z.w")])
-        ),
+        MLIPSpec(Distribution(third_party_helpers=[HelperAdapter("python", "a", "C.f", replacement="x.y:z.w")])),
     ),
     ("system_reductions", MLIPSpec(system_reductions=False)),
     ("output_kinds", MLIPSpec(output_kinds={"e": "global", "f": "per_node", "s": "per_graph"})),
@@ -257,9 +251,7 @@ def valid_specs(draw: st.DrawFn) -> MLIPSpec:
     all_reduce = draw(st.lists(_names, unique=True, max_size=4))
     owned_candidates = [n for n, k in output_kinds.items() if k == "per_node"] + ["not_in_output_kinds"]
     owned_candidates = [n for n in owned_candidates if n not in all_reduce]
-    owned = (
-        draw(st.lists(st.sampled_from(owned_candidates), unique=True, max_size=3)) if owned_candidates else []
-    )
+    owned = draw(st.lists(st.sampled_from(owned_candidates), unique=True, max_size=3)) if owned_candidates else []
     return MLIPSpec(
         distribution=Distribution(
             policy=draw(_policies),
@@ -808,11 +800,7 @@ def test_list_item_errors_point_at_the_item() -> None:
 
 
 def test_missing_field_is_located_at_its_object() -> None:
-    text = (
-        '{"format": "distcheck-spec", "version": 1,\n'
-        ' "distribution": {"custom_ops": [\n'
-        '   {"arg_transforms": {}}]}}'
-    )
+    text = '{"format": "distcheck-spec", "version": 1,\n "distribution": {"custom_ops": [\n   {"arg_transforms": {}}]}}'
     err = validate_json(text)[0]
     assert err.path == "distribution.custom_ops[0].op"
     assert (err.line, err.column) == (3, 4)
@@ -827,11 +815,7 @@ def test_columns_count_characters_not_bytes() -> None:
 
 
 def test_duplicate_keys_in_text_are_errors() -> None:
-    text = (
-        '{"format": "distcheck-spec", "version": 1,\n'
-        ' "system_reductions": true,\n'
-        ' "system_reductions": false}'
-    )
+    text = '{"format": "distcheck-spec", "version": 1,\n "system_reductions": true,\n "system_reductions": false}'
     errors = validate_json(text)
     assert [(e.path, e.line, e.column) for e in errors] == [("system_reductions", 3, 2)]
     assert "more than once" in errors[0].message
@@ -923,9 +907,7 @@ def test_load_broken_file_carries_file_and_position(tmp_path: Path) -> None:
 
 def test_load_locates_schema_errors(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
-    path.write_text(
-        orjson.dumps(with_change("output_kinds/forces", "per_atom"), option=orjson.OPT_INDENT_2).decode()
-    )
+    path.write_text(orjson.dumps(with_change("output_kinds/forces", "per_atom"), option=orjson.OPT_INDENT_2).decode())
     with pytest.raises(SpecError) as info:
         MLIPSpec.load(path)
     lines = path.read_text().splitlines()

@@ -284,7 +284,7 @@ def test_repeated_keys_are_found_where_they_stand(members: dict[str, Any], repea
 
 @pytest.mark.parametrize(
     "text",
-    ['{"a": 1', '{"a" 1}', '[1, 2', '[1 2]', '{"a": 1,}', "", '{"a": [}', '"open', "1 2", '{1: 2}'],
+    ['{"a": 1', '{"a" 1}', "[1, 2", "[1 2]", '{"a": 1,}', "", '{"a": [}', '"open', "1 2", "{1: 2}"],
 )
 def test_invalid_text_is_refused_and_located_nowhere(text: str) -> None:
     with pytest.raises(jsontext.JsonEditError) as info:

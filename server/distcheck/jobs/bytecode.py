@@ -1,5 +1,5 @@
 """torch imported by distcheck's own processes (the CLI, the editor's runner) with its bytecode kept
-where it was installed without any (`runtime.bytecode_cache`), and the CLI's one-line notice where every
+where it was installed without any (`processes.bytecode_cache`), and the CLI's one-line notice where every
 new process still compiles it from source. No torch until `import_torch` is called.
 """
 
@@ -10,8 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..runtime import bytecode_cache
-from ..runtime.spares_settings import bytecode_cache_enabled
+from ..processes import bytecode_cache
+from ..processes.spares.settings import bytecode_cache_enabled
 
 __all__ = ["bytecode_notice", "import_torch"]
 

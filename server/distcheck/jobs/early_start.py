@@ -26,9 +26,9 @@ def start_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -> 
     time, and whatever fails here (a device list `words` would refuse among it) fails again, with its
     proper message, when the job resolves its devices."""
     with contextlib.suppress(Exception):
-        from ..runtime import lifeline, spares
-        from ..runtime.spares_cache import installed_torch_version
-        from ..runtime.spares_start import process_context
+        from ..processes import lifeline, spares
+        from ..processes.forkserver import process_context
+        from ..processes.spares.learned import installed_torch_version
 
         with lifeline.helpers_ignore_sigint():  # a Ctrl-C now must not kill the forkserver mid-import
             process_context()
@@ -52,6 +52,6 @@ def started_early(options: Mapping[str, Any], factory: str, words: Vocabulary) -
         yield
     finally:
         with contextlib.suppress(Exception):
-            from ..runtime import spares
+            from ..processes import spares
 
             spares.pool().settle()

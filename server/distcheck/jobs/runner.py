@@ -1,7 +1,7 @@
 """`python -m distcheck.jobs.runner`: the editor daemon's long-lived child that runs validations.
 
 The LSP daemon never imports torch or user code; this process does. It imports torch once, keeps the
-`forkserver` of `distcheck.runtime.launch.process_context()` warm (torch and distcheck preloaded) and
+`forkserver` of `distcheck.processes.launch.process_context()` warm (torch and distcheck preloaded) and
 runs one validation at a time, so each run forks its reference and rank processes in well under a
 second while the user's code is still imported fresh in every one of them.
 
@@ -177,7 +177,7 @@ def _kill_descendants() -> None:
     # The pool and the ranks start only after torch and the runtime are imported: without the runtime
     # nothing was started, and the watchdog thread must not import torch (the import guard is the
     # main thread's business).
-    lifeline = sys.modules.get("distcheck.runtime.lifeline")
+    lifeline = sys.modules.get("distcheck.processes.lifeline")
     if lifeline is None:
         return
     try:
@@ -188,7 +188,7 @@ def _kill_descendants() -> None:
 
 def _watchdog(parent: int) -> None:
     """Die with the daemon that started this runner, however it dies: the kernel sends SIGKILL when
-    it exits (the forkserver then kills the ranks, see `runtime.lifeline`). Where that cannot be set,
+    it exits (the forkserver then kills the ranks, see `processes.lifeline`). Where that cannot be set,
     or the daemon was gone before it was, notice within half a second, kill every process this
     runner started and exit."""
     try:
@@ -207,7 +207,7 @@ def _watchdog(parent: int) -> None:
 def _warm_pool() -> None:
     """Start the forkserver now (torch preloaded) so the first validation does not wait for it."""
     try:
-        from ..runtime.spares_start import process_context
+        from ..processes.forkserver import process_context
 
         process_context()
     except Exception as exc:  # the pool starts on first use anyway
@@ -231,10 +231,10 @@ def keep_spares_warm(params: Mapping[str, Any], report: TraceReport | None = Non
 
     Before a validation (`report` None): the pool keeps what that validation wants when it ends
     instead of dropping it. After one: the next validation of that shape (its devices and world size,
-    the packages its target's model imported, as `runtime.spares_cache` learned them) is prepared now.
+    the packages its target's model imported, as `processes.spares.learned` learned them) is prepared now.
     Never raises: without spares every process is forked as before."""
     try:
-        from ..runtime import spares
+        from ..processes import spares
 
         if not spares.enabled():
             return
@@ -242,7 +242,7 @@ def keep_spares_warm(params: Mapping[str, Any], report: TraceReport | None = Non
         if report is None:
             spares.keep_warm(idle_timeout_s=keep_s)
             return
-        from ..runtime.spares_cache import packages_for
+        from ..processes.spares.learned import packages_for
 
         devices, world_size = report.meta.devices, report.meta.world_size
         if devices is None or world_size is None or world_size < 1:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.process_groups import kill_groups
+from ..processes.process_groups import kill_groups
 
 __all__ = ["Tracked", "kill_all", "running", "snapshot"]
 

@@ -1,13 +1,13 @@
-"""The distributed runtime distcheck validates: partition, halo exchange, handlers, adapters,
-consolidation, and real `torch.distributed` ranks (`run_distributed`)."""
+"""The distributed runtime distcheck validates: what runs inside one rank. Partition, halo exchange,
+handlers, adapters, consolidation and a rank's body (`rank`); the processes that run ranks are
+`distcheck.processes`' (`run_distributed` is `distcheck.processes.launch`')."""
 
 from typing import TYPE_CHECKING, Any
 
 from ..lazy import lazy_attribute
 
-# Names are loaded on first use: `distcheck.runtime.spares` (started by the CLI before it imports
-# torch) and `forkserver_init` (the import guard, first in the pool) must not pull torch in with the
-# package.
+# Names are loaded on first use: modules that import no torch (`launcher_env`, `frames`,
+# `module_namespace`) must not pull torch in with the package.
 _EXPORTS = {
     "Consolidated": "consolidate",
     "RankRows": "consolidate",
@@ -24,11 +24,10 @@ _EXPORTS = {
     "FactoryRef": "factory",
     "load_object": "factory",
     "resolve_factory": "factory",
-    "DistributedRun": "launch",
-    "RankRecord": "launch",
+    "DistributedRun": "run_result",
+    "RankRecord": "run_result",
     "resolve_backend": "rank_devices",
     "resolve_devices": "rank_devices",
-    "run_distributed": "launch",
     "LocalBatch": "local_batch",
     "make_local_batch": "local_batch",
     "DEFAULT_SKIN": "model",
@@ -71,7 +70,6 @@ __all__ = [
     "resolve_devices",
     "resolve_factory",
     "resolve_halo_width",
-    "run_distributed",
 ]
 
 
@@ -80,11 +78,11 @@ if TYPE_CHECKING:
     from .context import RankContext, current_context
     from .errors import DistributedError, Frame, RankFailure, RankTimeout, SetupError
     from .factory import FactoryError, FactoryRef, load_object, resolve_factory
-    from .launch import DistributedRun, RankRecord, run_distributed
     from .local_batch import LocalBatch, make_local_batch
     from .model import DEFAULT_SKIN, DistributedModel, WrapperError, build_rank_context, resolve_halo_width
     from .partition import Partition, RankPartition, partition_batch
     from .rank_devices import resolve_backend, resolve_devices
+    from .run_result import DistributedRun, RankRecord
 
 
 def __getattr__(name: str) -> Any:

@@ -28,10 +28,10 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from .errors import DistributedError, Frame, RankFailure, SetupError
 from .factory import FactoryRef
-from .launch import DistributedRun, assemble_run
 from .launcher_env import LauncherEnv, launcher_env
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
 from .rank_devices import check_cuda_index, resolve_backend
+from .run_result import DistributedRun, RankLifecycle, assemble_run
 
 __all__ = ["GroupSession", "LauncherEnv", "launcher_device", "launcher_env"]
 
@@ -184,7 +184,7 @@ class GroupSession:
         results = self._attempt(job)
         assert results is not None
         t_done = time.perf_counter()
-        return assemble_run(
+        run = assemble_run(
             results,
             spec,
             batch,
@@ -192,6 +192,8 @@ class GroupSession:
             devices=self.devices,
             timings={"start": 0.0, "ranks": t_done - t0, "total": time.perf_counter() - t0},
         )
+        run.lifecycle = RankLifecycle.LAUNCHED
+        return run
 
     def stop(self) -> None:
         """Tell the followers there is nothing more to run (rank 0 only; idempotent)."""

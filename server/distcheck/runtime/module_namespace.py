@@ -12,7 +12,19 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-__all__ = ["module_file", "namespace"]
+__all__ = ["PRELOAD_RECORD", "module_file", "namespace", "preloaded_modules"]
+
+PRELOAD_RECORD = "distcheck.processes.preloaded"
+"""The module the rank pool's forkserver imports last of its preload, recording what it had imported."""
+
+
+def preloaded_modules() -> frozenset[str]:
+    """The modules the pool's forkserver imported for every process before any target's code ran
+    (`PRELOAD_RECORD`), in a process forked from it; empty in any other process."""
+    import sys
+
+    record = sys.modules.get(PRELOAD_RECORD)
+    return frozenset(getattr(record, "MODULES", ()))
 
 
 def namespace(module: object) -> dict[str, Any] | None:

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 import torch.jit._state as jit_state
 
+from ..runtime.module_namespace import preloaded_modules
 from ..spec import MLIPSpec
 from .module_namespace import namespace
-from .spares_start import preloaded_modules
 
 __all__ = ["apply_torchscript_mode"]
 

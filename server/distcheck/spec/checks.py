@@ -21,9 +21,7 @@ from .parts import METHOD_ATTR_PATTERN, HelperAdapter
 __all__ = ["CHECKS", "Check", "check_helper", "check_spec"]
 
 
-def check_helper(
-    raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink
-) -> None:
+def check_helper(raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink) -> None:
     """A helper's kind against its replacement, atom fields and attr_name (`raw`: as written, `values`: as
     read)."""
     kind = values.get("kind")
@@ -52,9 +50,7 @@ def check_helper(
             )
 
 
-def _check_method(
-    raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink
-) -> None:
+def _check_method(raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink) -> None:
     attr = values.get("attr_name")
     if isinstance(attr, str) and not re.fullmatch(METHOD_ATTR_PATTERN, attr):
         sink.add(
@@ -73,16 +69,12 @@ def _check_method(
                 )
 
 
-def check_spec(
-    raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink
-) -> None:
+def check_spec(raw: Mapping[str, Any], values: dict[str, Any], parts: tuple[PathPart, ...], sink: Sink) -> None:
     """Owned-only outputs against their output kinds and against `all_reduce_outputs`."""
     kinds: dict[str, str] = values.get("output_kinds", {})
     owned = raw.get("owned_only_outputs")
     reduced = raw.get("all_reduce_outputs")
-    reduced_names = (
-        {r for r in reduced if isinstance(r, str)} if isinstance(reduced, (list, tuple)) else set()
-    )
+    reduced_names = {r for r in reduced if isinstance(r, str)} if isinstance(reduced, (list, tuple)) else set()
     if not isinstance(owned, (list, tuple)):
         return
     for i, name in enumerate(owned):

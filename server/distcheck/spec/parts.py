@@ -126,9 +126,7 @@ class CustomOp(_Part):
     """
 
     _schema_title: ClassVar[str] = "Custom op"
-    _schema_description: ClassVar[str] = (
-        "An opaque torch.ops kernel and how to transform its arguments and outputs."
-    )
+    _schema_description: ClassVar[str] = "An opaque torch.ops kernel and how to transform its arguments and outputs."
 
     op: str = field(
         metadata=meta(

@@ -61,16 +61,12 @@ def _expected_words(tp: Any, meta: Mapping[str, Any]) -> tuple[str, str]:
     return str(tp), "fix its type"
 
 
-def _type_error(
-    sink: Sink, parts: Sequence[PathPart], tp: Any, meta: Mapping[str, Any], value: object
-) -> None:
+def _type_error(sink: Sink, parts: Sequence[PathPart], tp: Any, meta: Mapping[str, Any], value: object) -> None:
     what, fix = _expected_words(tp, meta)
     sink.add(parts, f"expected {what}, got {json_type(value)} {show(value)}; {fix}")
 
 
-def _parse_value(
-    tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink
-) -> Any:
+def _parse_value(tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink) -> Any:
     """The value read as `tp`, or `_BAD` after recording why not (best-effort for containers)."""
     args = union_args(tp)
     if args is not None:
@@ -142,9 +138,7 @@ def _check_number(meta: Mapping[str, Any], value: float, parts: tuple[PathPart, 
 
 def _check_string(meta: Mapping[str, Any], value: str, parts: tuple[PathPart, ...], sink: Sink) -> Any:
     if "enum" in meta and value not in meta["enum"]:
-        sink.add(
-            parts, f"expected one of {quote_all(meta['enum'])}, got {show(value)}; set it to one of those"
-        )
+        sink.add(parts, f"expected one of {quote_all(meta['enum'])}, got {show(value)}; set it to one of those")
         return _BAD
     if meta.get("min_length", 0) > len(value):
         sink.add(parts, 'expected a non-empty string, got ""; write the name')
@@ -156,9 +150,7 @@ def _check_string(meta: Mapping[str, Any], value: str, parts: tuple[PathPart, ..
     return value
 
 
-def _parse_list(
-    item_tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink
-) -> Any:
+def _parse_list(item_tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink) -> Any:
     if not isinstance(value, (list, tuple)):
         _type_error(sink, parts, list[Any], meta, value)
         return _BAD
@@ -187,9 +179,7 @@ def _parse_list(
     return out
 
 
-def _parse_dict(
-    value_tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink
-) -> Any:
+def _parse_dict(value_tp: Any, meta: Mapping[str, Any], value: Any, parts: tuple[PathPart, ...], sink: Sink) -> Any:
     if not isinstance(value, Mapping):
         _type_error(sink, parts, dict[str, Any], meta, value)
         return _BAD
@@ -198,9 +188,7 @@ def _parse_dict(
     out: dict[str, Any] = {}
     for key, item in value.items():
         if not isinstance(key, str):
-            sink.add(
-                (*parts, str(key)), f"keys must be strings, got {json_type(key)} {show(key)}; quote the key"
-            )
+            sink.add((*parts, str(key)), f"keys must be strings, got {json_type(key)} {show(key)}; quote the key")
             continue
         before = len(sink.errors)
         if _check_string(key_meta, key, (*parts, key), sink) is _BAD:
@@ -215,8 +203,7 @@ def _unknown_field_message(key: str, allowed: Sequence[str]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1)
     guess = f"did you mean {show(close[0])}? " if close else ""
     return (
-        f"unknown field {show(key)}; {guess}allowed fields here are {quote_all(allowed)}; "
-        "remove it or correct its name"
+        f"unknown field {show(key)}; {guess}allowed fields here are {quote_all(allowed)}; remove it or correct its name"
     )
 
 
@@ -260,14 +247,10 @@ def _parse_object(
     return cls(**values), True
 
 
-
-
 def _parse_document(d: object, sink: Sink) -> MLIPSpec | None:
     """The spec in `d`, or None after recording errors; stops early on a foreign or newer document."""
     if not isinstance(d, Mapping):
-        sink.add(
-            (), f"expected a JSON object at the top level, got {json_type(d)}; write the spec as {{...}}"
-        )
+        sink.add((), f"expected a JSON object at the top level, got {json_type(d)}; write the spec as {{...}}")
         return None
     if "format" not in d:
         sink.add(("format",), f'required field "format" is missing; add "format": "{SPEC_FORMAT}"')
@@ -285,8 +268,7 @@ def _parse_document(d: object, sink: Sink) -> MLIPSpec | None:
         if not isinstance(version, int) or isinstance(version, bool):
             sink.add(
                 ("version",),
-                f"expected an integer version, got {json_type(version)} {show(version)}; "
-                f'set "version": {SPEC_VERSION}',
+                f'expected an integer version, got {json_type(version)} {show(version)}; set "version": {SPEC_VERSION}',
             )
         elif version > SPEC_VERSION:
             sink.add(

@@ -66,9 +66,7 @@ def _schema_for(tp: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
         schema = {"type": "object"}
         if names:
             schema["propertyNames"] = names
-        schema["additionalProperties"] = _annotated(
-            _schema_for(value_tp, meta.get("values", {})), meta.get("values")
-        )
+        schema["additionalProperties"] = _annotated(_schema_for(value_tp, meta.get("values", {})), meta.get("values"))
         return schema
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _object_schema(tp)

@@ -1,5 +1,5 @@
 """The first attempt, run ahead: while the reference runs, the ranks built ahead for it run the first
-attempt under the spec the target's last validation started with (`spares_cache.first_spec_for`).
+attempt under the spec the target's last validation started with (`spares.learned.first_spec_for`).
 
 The ranks need nothing of the reference to run, only the comparison does, and most validations of a
 target start from the same spec as its last one. So the first attempt's run overlaps the reference
@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..processes.spares.learned import first_spec_for, record_first_spec
 from ..runtime.errors import DistributedError
-from ..runtime.launch import DistributedRun
 from ..runtime.model import WrapperError
-from ..runtime.spares_cache import first_spec_for, record_first_spec
+from ..runtime.run_result import DistributedRun
 from ..spec import MLIPSpec
 
 __all__ = ["AttemptAhead", "planned_first_spec", "remember_first_spec"]

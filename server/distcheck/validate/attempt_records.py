@@ -28,9 +28,9 @@ from ..report import (
 from ..report.atoms import AtomErrors
 from ..report.parts import ReportMeta
 from ..runtime.errors import DistributedError
-from ..runtime.launch import DistributedRun
 from ..runtime.model import WrapperError
 from ..runtime.partition import partition_batch
+from ..runtime.run_result import DistributedRun
 from ..spec import MLIPSpec
 from .crash import crash_handler_counts, crash_traces, worker_error
 from .diagnosis import diagnose_helpers

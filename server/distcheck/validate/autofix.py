@@ -15,7 +15,7 @@ import torch
 
 from ..option_check import Tolerance, tolerance_of
 from ..report import RankDisagreement, merge_unrouted
-from ..runtime.launch import DistributedRun
+from ..runtime.run_result import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
 from .halo_bounds import edge_virial_to_halo_correction, widened_halo

@@ -14,18 +14,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..processes.resident import ResidentRanks
+from ..processes.spares.learned import record
+from ..processes.spares.prepared import ValidationSpares
+from ..processes.spares.settings import attempt_ahead_enabled, resident_enabled
+from ..processes.spares.settings import enabled as spares_enabled
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
 from ..report.parts import WrapperInfo, view
 from ..runtime.cpu_share import share, threads_at_most
 from ..runtime.errors import DistributedError
 from ..runtime.group import GroupSession
-from ..runtime.launch import DistributedRun
 from ..runtime.model import WrapperError
-from ..runtime.resident import ResidentRanks
-from ..runtime.spares_cache import record
-from ..runtime.spares_prepared import ValidationSpares
-from ..runtime.spares_settings import attempt_ahead_enabled, resident_enabled
-from ..runtime.spares_settings import enabled as spares_enabled
+from ..runtime.run_result import DistributedRun, RankLifecycle
 from ..spec import MLIPSpec
 from .attempt_ahead import AttemptAhead, planned_first_spec, remember_first_spec
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
@@ -288,7 +288,7 @@ def _from_reference(
                 break
             run = outcome
             timings = {**run.timings, **run.rank_phases}
-            if run.built_ahead:  # the ranks' factory ran before this attempt: not part of its wall time
+            if run.lifecycle is RankLifecycle.PREPARED:  # the ranks' factory ran before this attempt
                 timings["factory_ahead"] = timings.pop("rank_factory", 0.0)
             if index == 0:
                 timings["field_wait"] = field_wait

@@ -40,10 +40,10 @@ import orjson
 import torch
 
 from ..cache_home import cache_dir
+from ..processes.spares.learned import fingerprint
+from ..processes.spares.settings import field_cache_enabled
 from ..runtime.frames import is_user_file
 from ..runtime.module_namespace import module_file
-from ..runtime.spares_cache import fingerprint
-from ..runtime.spares_settings import field_cache_enabled
 from .reference_field import PendingField
 
 __all__ = ["MAX_ENTRIES", "field_for", "field_key", "module_files"]

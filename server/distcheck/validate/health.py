@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..report import HaloCompleteness, PartitionHealth, RankCounts, SystemHealth
 
 if TYPE_CHECKING:
-    from ..runtime.launch import RankRecord
+    from ..runtime.run_result import RankRecord
 
 __all__ = ["halo_completeness", "partition_health", "system_health"]
 

@@ -25,9 +25,8 @@ from typing import Any
 import torch
 
 from ..runtime.call_args import as_positional
-from ..runtime.module_namespace import namespace
+from ..runtime.module_namespace import namespace, preloaded_modules
 from ..runtime.source import definition_site
-from ..runtime.spares_start import preloaded_modules
 
 __all__ = ["HelperTracer", "import_watched"]
 

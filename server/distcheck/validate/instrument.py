@@ -1,4 +1,4 @@
-"""Instrumentation that runs inside each rank: helper trace and layer records (see runtime.launch)."""
+"""Instrumentation that runs inside each rank: helper trace and layer records (see processes.launch)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..report import Frame, WorkerError
-from ..runtime.launch import RankRecord
+from ..runtime.run_result import RankRecord
 from .outputs import OUTPUT_PHASE
 
 __all__ = ["FACTORY_NOT_REPRODUCIBLE", "factory_mismatch"]

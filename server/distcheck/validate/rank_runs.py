@@ -10,11 +10,12 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
+from ..processes.launch import run_distributed
+from ..processes.resident import ResidentRanks
+from ..processes.spares.learned import packages_for
+from ..processes.spares.prepared import ValidationSpares
 from ..runtime.factory import FactoryRef
-from ..runtime.launch import DistributedRun, run_distributed
-from ..runtime.resident import ResidentRanks
-from ..runtime.spares_cache import packages_for
-from ..runtime.spares_prepared import ValidationSpares
+from ..runtime.run_result import DistributedRun
 from ..spec import MLIPSpec
 from .deadline import Budget
 from .run_setup import RunSetup, ValidationRequest

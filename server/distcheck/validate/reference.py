@@ -24,19 +24,20 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
-from ..runtime import beacon, lifeline, run_dirs, spares
+from ..processes import lifeline, run_dirs, spares
+from ..processes.forkserver import main_hidden, process_context
+from ..processes.rank_main import end_child_process, start_child_process, write_error
+from ..processes.spares.learned import third_party_since
+from ..processes.spares.prepared import ValidationSpares
+from ..processes.supervise import stop_all, supervise
+from ..runtime import beacon
 from ..runtime.cpu_share import share
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
-from ..runtime.launch import main_hidden, process_context
 from ..runtime.model import wrapper_attr
 from ..runtime.model_build import build_wrapper, weights_fingerprint
 from ..runtime.rank import error_record
-from ..runtime.rank_main import end_child_process, start_child_process, write_error
 from ..runtime.source import definition_site
-from ..runtime.spares_cache import third_party_since
-from ..runtime.spares_prepared import ValidationSpares
-from ..runtime.supervise import stop_all, supervise
 from .field_cache import module_files
 from .helpers import HelperTracer
 from .layers import LayerRecorder
@@ -209,7 +210,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         "weights": weights,
         "factory_frame": _factory_frame(factory),
         "timings": {"factory": t_factory, "forward": t_forward},
-        # what the spares of this target's next validation import ahead (`spares_cache`)
+        # what the spares of this target's next validation import ahead (`spares.learned`)
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
         # the files of what building and running the model imported: part of `field_cache`'s key
         "model_files": module_files(set(sys.modules) - loaded_before),

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..runtime import run_dirs
+from ..processes import run_dirs
+from ..processes.reaper import retire
+from ..processes.supervise import supervise
 from ..runtime.errors import DistributedError
-from ..runtime.reaper import retire
-from ..runtime.supervise import supervise
 from .receptive import measure_receptive_field, per_atom_quantities
 
 __all__ = ["FIELD_FILE", "FieldProbe", "PendingField"]

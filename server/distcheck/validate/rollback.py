@@ -23,9 +23,8 @@ def _reason(attempt: Attempt, base: Attempt) -> str:
     if not attempt.verdicts:
         return f"it ended before any comparison, where attempt {base.index + 1} compared every output"
     if len(now) > len(before):
-        return (
-            f"{len(now)} failing outputs ({', '.join(now)}) where attempt {base.index + 1} had {len(before)}"
-            + (f" ({', '.join(before)})" if before else "")
+        return f"{len(now)} failing outputs ({', '.join(now)}) where attempt {base.index + 1} had {len(before)}" + (
+            f" ({', '.join(before)})" if before else ""
         )
     worse = []
     for name in now:

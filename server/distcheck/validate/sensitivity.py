@@ -24,13 +24,14 @@ from typing import Any
 import torch
 
 from ..batch import Batch
+from ..processes.launch import run_distributed
+from ..processes.resident import ResidentRanks
 from ..report import Attempt, OutputVerdict, RoundoffFloor, SuspiciousOutput, tolerance_for
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
-from ..runtime.launch import DistributedRun, run_distributed
 from ..runtime.model import WrapperError
-from ..runtime.resident import ResidentRanks
+from ..runtime.run_result import DistributedRun
 from ..spec import MLIPSpec
 from .deadline import Budget
 from .diff import compare_outputs

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from conftest import Faults
-from distcheck.runtime import beacon, lifeline, run_dirs
+from distcheck.processes import lifeline, run_dirs
+from distcheck.runtime import beacon
 
 SPAWNER = """
 import subprocess, sys, time
@@ -143,7 +144,7 @@ def test_a_stack_dump_reads_back_as_frames(tmp_path: Path) -> None:
 
 NESTED_SIGNALS = """
 import os, signal, sys
-from distcheck.runtime import lifeline
+from distcheck.processes import lifeline
 lifeline._forkserver_pid = os.getpid()  # as if this process were the armed forkserver
 lifeline._owner_alive = lambda: False
 calls = []
@@ -173,7 +174,7 @@ def test_a_stop_signal_during_the_forkserver_cleanup_does_not_run_it_again() -> 
 
 SIGNAL_DURING_EXIT_CLEANUP = """
 import os, signal, sys
-from distcheck.runtime import lifeline
+from distcheck.processes import lifeline
 lifeline._forkserver_pid, lifeline._forkserver_owner = os.getpid(), os.getppid()  # as if armed
 lifeline._owner_alive = lambda: False
 lifeline.kill_tree = lambda *args, **kwargs: None
@@ -210,7 +211,7 @@ def test_an_owner_gone_signal_during_the_exit_cleanup_does_not_run_it_again() ->
 HELPER_MASKS = """
 import json, signal, sys
 from multiprocessing import util
-from distcheck.runtime import lifeline, spares_start
+from distcheck.processes import forkserver, lifeline
 
 masks = []
 spawn = util.spawnv_passfds
@@ -222,7 +223,7 @@ def recording(path, args, passfds):
 
 util.spawnv_passfds = recording
 with lifeline.helpers_ignore_sigint():
-    spares_start.process_context("forkserver")
+    forkserver.process_context("forkserver")
 print(json.dumps(masks))
 """
 

@@ -19,7 +19,7 @@ from conftest import MODELS, Faults, model
 
 KEEP_WARM = """
 import os, sys, time
-from distcheck.runtime import lifeline, spares
+from distcheck.processes import lifeline, spares
 pool = spares.keep_warm("cpu", 2, idle_timeout_s=300)
 deadline = time.monotonic() + 60
 while pool.report()["devices"].get("cpu", {}).get("warm", 0) < 3 and time.monotonic() < deadline:
@@ -36,6 +36,7 @@ VALIDATE = """
 sys.path.insert(0, {models!r})
 import faultkit
 from distcheck import validate_on_cpu
+from distcheck.processes.spares import learned
 validate_on_cpu({factory!r}, faultkit.sample_batch(), world_size=2, auto_fix=False, layer_diagnostic=False,
                 timeout_sec=120)
 """
@@ -123,7 +124,7 @@ def test_owner_killed_while_resident_ranks_serve_a_later_run(faults: Faults) -> 
 def test_ctrl_c_while_the_first_attempt_runs_ahead(faults: Faults) -> None:
     """The CLI interrupted while the ranks run the first attempt ahead (a first spec remembered for the
     target, the reference not yet reported): exit 130 with one line, no traceback, nothing left."""
-    from distcheck.runtime import spares_cache
+    from distcheck.processes.spares import learned
     from distcheck.spec import MLIPSpec
 
     cache = faults.work / "cache"
@@ -131,7 +132,7 @@ def test_ctrl_c_while_the_first_attempt_runs_ahead(faults: Faults) -> None:
     previous = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
-        spares_cache.record_first_spec(target, "", MLIPSpec().to_dict())
+        learned.record_first_spec(target, "", MLIPSpec().to_dict())
     finally:
         if previous is None:
             del os.environ["XDG_CACHE_HOME"]

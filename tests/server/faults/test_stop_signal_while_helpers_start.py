@@ -14,7 +14,7 @@ from types import FrameType
 
 import pytest
 
-from distcheck.runtime import lifeline
+from distcheck.processes import lifeline
 
 
 class Stop(BaseException):

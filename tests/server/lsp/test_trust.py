@@ -105,9 +105,7 @@ async def test_trust_granted_later_enables_validation(workspace: tuple[Path, Pat
 
 @pytest.mark.timeout(120)
 @pytest.mark.asyncio
-async def test_a_factory_outside_the_workspace_needs_confirmation(
-    tmp_path: Path, workspace: tuple[Path, Path]
-) -> None:
+async def test_a_factory_outside_the_workspace_needs_confirmation(tmp_path: Path, workspace: tuple[Path, Path]) -> None:
     ws, markers = workspace
     outside = tmp_path / "elsewhere"
     outside.mkdir()

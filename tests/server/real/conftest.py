@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from distcheck import TraceReport, validate_on_cpu
-from distcheck.runtime.launch import _CONTEXTS, preload_modules, process_context
+from distcheck.processes.forkserver import _CONTEXTS, preload_modules, process_context
 from distcheck.spec import MLIPSpec
 
 WARM_MODULE = "examples.real.warm"

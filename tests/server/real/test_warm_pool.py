@@ -17,6 +17,6 @@ def test_the_warm_preload_does_not_leak_into_the_session_environment() -> None:
     if not WARM_POOL:
         pytest.skip("no warm pool here (a GPU machine, or a forkserver started before collection)")
     assert WARM_MODULE not in os.environ.get("DISTCHECK_PRELOAD", "")
-    code = "from distcheck.runtime.launch import preload_modules; print(','.join(preload_modules()))"
+    code = "from distcheck.processes.forkserver import preload_modules; print(','.join(preload_modules()))"
     seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert WARM_MODULE not in seen.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from distcheck.runtime import bytecode_cache
+from distcheck.processes import bytecode_cache
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -55,14 +55,14 @@ def _python(tree: Path, code: str, **env: str) -> subprocess.CompletedProcess[st
 
 FORKSERVER_LIKE = """
     import json, os, sys
-    import distcheck.runtime.forkserver_init  # as the forkserver starts: DISTCHECK_PRELOAD names slowpkg_bcc
+    import distcheck.processes.forkserver_init  # as the forkserver starts: DISTCHECK_PRELOAD names slowpkg_bcc
     import slowpkg_bcc, fastpkg_bcc
     pid = os.fork()  # a rank forked from it imports the user's module
     if pid == 0:
         import usermod_bcc
         os._exit(0 if usermod_bcc.VALUE == 2 else 3)
     _, status = os.waitpid(pid, 0)
-    from distcheck.runtime import bytecode_cache
+    from distcheck.processes import bytecode_cache
     print(json.dumps({"decided": bytecode_cache.use(), "slow": slowpkg_bcc.VALUE, "child": status}))
 """
 

@@ -20,7 +20,7 @@ import json, sys
 import torch
 from distcheck import run_distributed
 from distcheck.runtime import load_object
-from distcheck.runtime.mode_warmup import warm_modes
+from distcheck.processes.mode_warmup import warm_modes
 warm_modes()
 models = {os.path.join(HERE, "dynamo_probe_models.py")!r}
 run = run_distributed(models + ":model_factory", load_object(models + ":sample_batch")(),
@@ -52,13 +52,13 @@ def test_the_warm_ups_draw_no_random_numbers() -> None:
     import numpy as np
     import torch
 
-    from distcheck.runtime import spare_warmup
-    from distcheck.runtime.mode_warmup import warm_modes
+    from distcheck.processes.mode_warmup import warm_modes
+    from distcheck.processes.spares import warmup
 
     before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
     warm_modes()
-    spare_warmup.warm_autograd(torch.device("cpu"))
-    done = spare_warmup.warm_kernels(torch.device("cpu"))
-    assert done.failed == [] and done.skipped == [] and len(done.warmed) == len(spare_warmup.FAMILIES)
+    warmup.warm_autograd(torch.device("cpu"))
+    done = warmup.warm_kernels(torch.device("cpu"))
+    assert done.failed == [] and done.skipped == [] and len(done.warmed) == len(warmup.FAMILIES)
     assert torch.equal(before[0], torch.get_rng_state())
     assert (before[1] == np.random.get_state()[1]).all() and before[2] == random.getstate()

@@ -35,7 +35,9 @@ CASE = """
     def loaded():
         return "heavy_dep_mn" in sys.modules
 
-    from distcheck.runtime import adapters, resident, spares_cache
+    from distcheck.processes import resident
+    from distcheck.processes.spares import learned
+    from distcheck.runtime import adapters
     from distcheck.jobs.paths import purge_user_modules
     from distcheck.validate.field_cache import module_files
     before = set(sys.modules)
@@ -43,7 +45,7 @@ CASE = """
 
     lazy("lazy_user_mn")
     seen["module_files"] = [list(module_files(["lazy_user_mn"])), loaded()]
-    seen["third_party_since"] = [sorted(spares_cache.third_party_since(before)), loaded()]
+    seen["third_party_since"] = [sorted(learned.third_party_since(before)), loaded()]
     seen["holders"] = [len(adapters._holders(object())), loaded()]
     seen["forget_user_modules"] = ["lazy_user_mn" in resident.forget_user_modules(), loaded()]
     lazy("lazy_user_mn")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import assert_matches, max_rel, reference
-from distcheck.runtime import run_distributed
+from distcheck.processes.launch import run_distributed
 from distcheck.runtime.model import DEFAULT_SKIN
 from examples import self_graph
 

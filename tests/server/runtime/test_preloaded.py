@@ -8,11 +8,11 @@ import sys
 import time
 from typing import Any
 
-from distcheck.runtime.spares_start import process_context
+from distcheck.processes.forkserver import process_context
 
 
 def _report(queue: Any) -> None:
-    preloaded = sys.modules.get("distcheck.runtime.preloaded")
+    preloaded = sys.modules.get("distcheck.processes.preloaded")
     t0 = time.perf_counter()
     gc.collect()
     queue.put(
@@ -33,7 +33,7 @@ def test_a_pool_process_has_the_preload_recorded_and_frozen() -> None:
         seen = queue.get()
     finally:
         proc.join(60)
-    assert {"torch", "torch.distributed", "distcheck.runtime.launch"} <= set(seen["modules"])
+    assert {"torch", "torch.distributed", "distcheck.processes.launch"} <= set(seen["modules"])
     assert seen["frozen"] > 10_000, seen["frozen"]
     assert __name__ not in seen["modules"], "a module imported after the preload is not in the record"
 
@@ -43,8 +43,8 @@ def test_a_resident_rank_forgets_only_user_modules_imported_after_the_preload(mo
     code, and a rank has thousands of such modules): a user file imported later is forgotten."""
     import types
 
+    from distcheck.processes.resident import forget_user_modules
     from distcheck.runtime import frames
-    from distcheck.runtime.resident import forget_user_modules
 
     early, late = types.ModuleType("early_user_like"), types.ModuleType("late_user_module")
     for module in (early, late):
@@ -52,7 +52,7 @@ def test_a_resident_rank_forgets_only_user_modules_imported_after_the_preload(mo
         path.write_text("")
         module.__file__ = str(path)
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    snapshot = types.ModuleType("distcheck.runtime.preloaded")
+    snapshot = types.ModuleType("distcheck.processes.preloaded")
     snapshot.MODULES = frozenset({early.__name__})  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, snapshot.__name__, snapshot)
     ours = {str(tmp_path / f"{m.__name__}.py") for m in (early, late)}

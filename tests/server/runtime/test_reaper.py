@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from distcheck.runtime import reaper
+from distcheck.processes import reaper
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -95,7 +95,7 @@ def test_the_owner_waits_for_the_background_reaping_when_it_exits(tmp_path: Path
     script = textwrap.dedent(
         f"""
         import multiprocessing, time
-        from distcheck.runtime import reaper
+        from distcheck.processes import reaper
 
         def nap():
             time.sleep(600)
@@ -123,8 +123,8 @@ def test_the_owner_waits_for_the_background_reaping_when_it_exits(tmp_path: Path
 def test_kept_ranks_and_the_reference_child_on_a_gpu_end_through_the_reaper() -> None:
     """A validation's ranks (`ResidentRanks.release`) and its reference child (`PendingField.close`)
     ran on a CUDA device: both are killed at once, and their run directories go once they are reaped."""
-    from distcheck.runtime.resident import ResidentRanks
-    from distcheck.runtime.run_dirs import RunDir
+    from distcheck.processes.resident import ResidentRanks
+    from distcheck.processes.run_dirs import RunDir
     from distcheck.validate.reference_field import PendingField
 
     ranks, ranks_dir = _started(2), RunDir("run")

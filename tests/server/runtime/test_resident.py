@@ -14,8 +14,8 @@ import torch
 
 from conftest import HERE
 from distcheck import DistributedError, RankTimeout, run_distributed
+from distcheck.processes.resident import ResidentRanks
 from distcheck.runtime import load_object
-from distcheck.runtime.resident import ResidentRanks
 
 SPARES = f"{HERE}/spare_models.py"
 MODELS = f"{HERE}/resident_models.py"

@@ -13,8 +13,10 @@ import torch
 
 from conftest import HERE
 from distcheck import DistributedError, run_distributed
-from distcheck.runtime import load_object, resolve_factory, spares
-from distcheck.runtime.spares_prepared import prepare_ranks
+from distcheck.processes import spares
+from distcheck.processes.spares import child, warmup
+from distcheck.processes.spares.prepared import prepare_ranks
+from distcheck.runtime import load_object, resolve_factory
 
 MODELS = f"{HERE}/spare_models.py"
 SPEC = {"format": "distcheck-spec", "version": 1}
@@ -160,14 +162,12 @@ def test_a_spare_whose_job_came_while_it_warmed_skips_the_rest_of_the_warm_up() 
     the spare skip them (its model loads what it needs itself), and the report says what was skipped."""
     import sys
 
-    from distcheck.runtime import spare_warmup, spares_child
-
     sys.modules.pop("colorsys", None)
-    idle = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: False)
+    idle = child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: False)
     assert "autograd" in idle["phases"] and idle["packages"] == ["colorsys"] and idle["skipped"] == []
     sys.modules.pop("colorsys", None)
-    claimed = spares_child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
+    claimed = child._warm({"device": "cpu", "packages": ["colorsys"]}, lambda: True)
     assert "autograd" not in claimed["phases"] and claimed["packages"] == []
-    families = [name for name, _ in spare_warmup.FAMILIES]
+    families = [name for name, _ in warmup.FAMILIES]
     assert claimed["skipped"] == ["autograd", "colorsys", *families, "memory_query"] and "colorsys" not in sys.modules
     assert idle["failed_kernels"] == [] and "kernels" in idle["phases"] and "kernels" not in claimed["phases"]

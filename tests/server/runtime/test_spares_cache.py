@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distcheck.runtime import spares_cache
+from distcheck.processes.spares import learned
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path,
     (user / "spare_usermod.py").write_text("import sparepkg_a\n")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("DISTCHECK_SPARE_PACKAGES", raising=False)
-    monkeypatch.setattr(spares_cache, "site_dirs", lambda: [os.path.realpath(site)])
+    monkeypatch.setattr(learned, "site_dirs", lambda: [os.path.realpath(site)])
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.syspath_prepend(str(user))
     yield site, user
@@ -37,21 +37,21 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path,
 def _learn(target: str = "models/m.py:factory") -> list[str]:
     before = set(sys.modules)
     importlib.import_module("spare_usermod")  # the user's module, which imports an installed package
-    spares_cache.record(target, spares_cache.third_party_since(before))
-    return spares_cache.packages_for(target)
+    learned.record(target, learned.third_party_since(before))
+    return learned.packages_for(target)
 
 
 def test_installed_packages_are_learned_the_user_s_modules_never(env: tuple[Path, Path]) -> None:
     assert _learn() == ["sparepkg_a"]
-    assert spares_cache.packages_for("models/other.py:factory") == []  # per target
+    assert learned.packages_for("models/other.py:factory") == []  # per target
 
 
 def test_a_run_that_found_a_package_already_imported_keeps_it_learned(env: tuple[Path, Path]) -> None:
     assert _learn() == ["sparepkg_a"]
     # the next reference runs in a spare that imported sparepkg_a ahead: the model's import finds it loaded
     assert _learn() == ["sparepkg_a"]
-    spares_cache.record("models/m.py:factory", {})
-    assert spares_cache.packages_for("models/m.py:factory") == ["sparepkg_a"]  # not flipped back to nothing
+    learned.record("models/m.py:factory", {})
+    assert learned.packages_for("models/m.py:factory") == ["sparepkg_a"]  # not flipped back to nothing
 
 
 def test_named_packages_come_after_the_learned_ones(env: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,16 +80,16 @@ def test_a_changed_environment_drops_what_was_learned(
     elif change == "interpreter":
         monkeypatch.setattr(sys, "executable", "/elsewhere/bin/python")
     else:
-        real = spares_cache.fingerprint()
-        monkeypatch.setattr(spares_cache, "fingerprint", lambda: {**real, "torch": "9.9.9"})
-    assert spares_cache.packages_for("models/m.py:factory") == []
+        real = learned.fingerprint()
+        monkeypatch.setattr(learned, "fingerprint", lambda: {**real, "torch": "9.9.9"})
+    assert learned.packages_for("models/m.py:factory") == []
 
 
 def test_a_broken_cache_file_means_nothing_learned(env: tuple[Path, Path]) -> None:
-    path = Path(spares_cache.cache_path())
+    path = Path(learned.cache_path())
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    assert spares_cache.packages_for("models/m.py:factory") == []
+    assert learned.packages_for("models/m.py:factory") == []
     assert _learn() == ["sparepkg_a"]  # and it is rewritten whole
 
 
@@ -106,12 +106,12 @@ def test_the_fingerprint_reads_torchs_version_again_only_when_a_site_directory_c
         reads.append(name)
         return f"2.{len(reads)}.0"
 
-    monkeypatch.setattr(spares_cache, "site_dirs", lambda: [str(site)])
+    monkeypatch.setattr(learned, "site_dirs", lambda: [str(site)])
     monkeypatch.setattr(importlib.metadata, "version", version)
     os.utime(site, ns=(1_000_000_000, 1_000_000_000))
-    first = spares_cache.fingerprint()
-    assert spares_cache.fingerprint() == first and reads == ["torch"]
+    first = learned.fingerprint()
+    assert learned.fingerprint() == first and reads == ["torch"]
     os.utime(site, ns=(2_000_000_000, 2_000_000_000))  # a package installed or removed
-    changed = spares_cache.fingerprint()
+    changed = learned.fingerprint()
     assert reads == ["torch", "torch"]
     assert changed["torch"] == "2.2.0" and changed["site"] != first["site"]

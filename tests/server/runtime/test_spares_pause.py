@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
-from distcheck.runtime import spares_prepared
+from distcheck.processes.spares import prepared
 
 
 class _Pool:
@@ -44,9 +44,9 @@ def test_refills_wait_for_the_end_on_few_cores_and_on_a_gpu(
     monkeypatch: pytest.MonkeyPatch, devices: list[str], roomy: bool, paused: bool
 ) -> None:
     pool = _Pool()
-    monkeypatch.setattr(spares_prepared, "pool", lambda: pool)
-    monkeypatch.setattr(spares_prepared, "roomy", lambda world_size: roomy)
-    spares = spares_prepared.ValidationSpares(
+    monkeypatch.setattr(prepared, "pool", lambda: pool)
+    monkeypatch.setattr(prepared, "roomy", lambda world_size: roomy)
+    spares = prepared.ValidationSpares(
         "m.py:f", devices, 2, [], spec={"format": "distcheck-spec", "version": 1}, later_attempts=True
     )
     spares.start()

@@ -10,7 +10,7 @@ import pytest
 
 from distcheck.jobs import runner
 from distcheck.jobs.target import Target
-from distcheck.runtime import spares
+from distcheck.processes import spares
 
 ROOT = Path(__file__).resolve().parents[3]
 FACTORY = f"{ROOT / 'examples' / 'pair_potential.py'}:model_factory"

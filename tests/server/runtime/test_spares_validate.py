@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from distcheck import validate_on_cpu
-from distcheck.runtime import spares, spares_cache
+from distcheck.processes import spares
+from distcheck.processes.spares import learned
 from examples import helper_model, unaware_model
 
 
@@ -39,8 +40,8 @@ def test_spares_give_the_same_report_as_fresh_processes(
     assert len(warm["attempts"]) == 2 and warm["attempts"][1]["passed"], warm["attempts"]
     assert warm == fresh
     assert pool.report()["devices"] == {}, "idle spares outlived the validation"
-    learned = spares_cache.packages_for(helper_model.model_factory.__module__ + ":model_factory")
-    assert "distcheck" not in learned and "examples" not in learned and "torch" not in learned, learned
+    packages = learned.packages_for(helper_model.model_factory.__module__ + ":model_factory")
+    assert "distcheck" not in packages and "examples" not in packages and "torch" not in packages, packages
 
 
 def _unaware(**options: Any) -> Any:

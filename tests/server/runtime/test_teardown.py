@@ -1,4 +1,4 @@
-"""When the `distcheck` command exits, nothing it started is left holding its output (`runtime.teardown`).
+"""When the `distcheck` command exits, nothing it started is left holding its output (`processes.teardown`).
 
 The forkserver and multiprocessing's resource tracker inherit the command's stdout and stderr; left
 to notice the owner's exit on their own, they hold a capturing pipe open after the command returned
@@ -93,8 +93,8 @@ def test_the_validate_command_leaves_no_process_holding_its_output() -> None:
 ORPHAN_SCRIPT = textwrap.dedent(
     """
     import subprocess, sys, time
-    from distcheck.runtime import spares, teardown
-    from distcheck.runtime.spares_start import forkserver_ready, process_context
+    from distcheck.processes import spares, teardown
+    from distcheck.processes.forkserver import forkserver_ready, process_context
 
     assert teardown.adopt_orphans()
     process_context()  # the forkserver and the resource tracker
@@ -121,8 +121,8 @@ def test_end_helpers_stops_the_pool_and_the_orphans_it_adopted() -> None:
 # The forkserver still importing torch when the command ends: not waited for past the bound, killed.
 IMPORTING_SCRIPT = textwrap.dedent(
     """
-    from distcheck.runtime import teardown
-    from distcheck.runtime.spares_start import process_context
+    from distcheck.processes import teardown
+    from distcheck.processes.forkserver import process_context
 
     process_context()  # returns while the forkserver imports its preload modules
     ended = teardown.end_helpers(timeout_s=0.0)

@@ -18,7 +18,7 @@ from distcheck import TraceReport, validate_on_cpu
 from distcheck.report import Attempt, OutputVerdict, best_attempt_index
 from distcheck.report.parts import ReportMeta
 from distcheck.runtime.consolidate import RankRows
-from distcheck.runtime.launch import DistributedRun
+from distcheck.runtime.run_result import DistributedRun
 from distcheck.spec import MLIPSpec
 from distcheck.validate import autofix
 from distcheck.validate.autofix import RULES, FixContext, Rule
@@ -60,8 +60,18 @@ def _context(
         RankRows(local_ids=torch.tensor([2, 1]), owned_mask=torch.tensor([True, False])),
     ]
     run = DistributedRun(
-        outputs={}, rank_outputs=ranks, records=[], rows=rows, spec=spec, kinds={}, replica_spread={},
-        world_size=2, backend="gloo", devices=["cpu", "cpu"], num_atoms=3, num_systems=1,
+        outputs={},
+        rank_outputs=ranks,
+        records=[],
+        rows=rows,
+        spec=spec,
+        kinds={},
+        replica_spread={},
+        world_size=2,
+        backend="gloo",
+        devices=["cpu", "cpu"],
+        num_atoms=3,
+        num_systems=1,
     )
     run.outputs = run.reconsolidate(spec).outputs
     verdicts = compare_outputs(run.outputs, ref, spec.output_kinds, 1e-8, 1e-8)

@@ -15,7 +15,7 @@ import factory_rng_models as rng_models
 import pytest
 
 from distcheck import TraceReport, validate_on_cpu
-from distcheck.runtime import spares_cache
+from distcheck.processes.spares import learned
 from distcheck.runtime.factory import load_object, resolve_factory
 from distcheck.spec import MLIPSpec
 from examples import pair_potential, unaware_model
@@ -76,7 +76,7 @@ def test_a_right_guess_runs_the_first_attempt_ahead_and_reports_the_same(
     waited_report, waited = validate(factory, sample(), **options)
     assert "ran_ahead" not in waited_report.attempts[0].timings
     # learned also when off: the spec the first attempt ran under, after the receptive-field check
-    remembered = spares_cache.first_spec_for(_target(factory), _prior(options))
+    remembered = learned.first_spec_for(_target(factory), _prior(options))
     assert remembered == waited_report.attempts[0].spec.to_dict()
     cache("1")
     events: list[str] = []
@@ -100,17 +100,17 @@ def test_a_wrong_guess_is_dropped_and_the_inferred_spec_remembered(
     wrong = MLIPSpec.coerce(pair_potential.SPEC).to_dict()
     wrong["distribution"]["policy"]["scatter_mode"] = "local"
     target = _target(pair_potential.model_factory)
-    spares_cache.record_first_spec(target, "", wrong)
+    learned.record_first_spec(target, "", wrong)
     report, guessed = validate(pair_potential.model_factory, pair_potential.sample_batch())
     assert "ran_ahead" not in report.attempts[0].timings
     assert guessed == waited
-    assert spares_cache.first_spec_for(target, "") == report.attempts[0].spec.to_dict() != wrong
+    assert learned.first_spec_for(target, "") == report.attempts[0].spec.to_dict() != wrong
 
 
 def test_a_guess_from_another_prior_is_not_used(cache: Callable[[str], None], validate: Validate) -> None:
     cache("1")
     target = _target(unaware_model.model_factory)
-    spares_cache.record_first_spec(target, "", MLIPSpec.coerce(unaware_model.WRONG_SPEC).to_dict())
+    learned.record_first_spec(target, "", MLIPSpec.coerce(unaware_model.WRONG_SPEC).to_dict())
     report, _ = validate(unaware_model.model_factory, unaware_model.sample_batch(), spec=unaware_model.WRONG_SPEC)
     assert "ran_ahead" not in report.attempts[0].timings
 
@@ -133,7 +133,7 @@ def test_by_default_it_runs_ahead_only_with_a_core_for_each_process(monkeypatch:
     """Unset, the reference and the W ranks must each have a core (else they only take turns); the
     variable forces either way."""
     from distcheck import rank_limits
-    from distcheck.runtime.spares_settings import attempt_ahead_enabled
+    from distcheck.processes.spares.settings import attempt_ahead_enabled
 
     monkeypatch.delenv("DISTCHECK_ATTEMPT_AHEAD", raising=False)
     monkeypatch.setattr(rank_limits, "usable_cores", lambda: 3)
@@ -149,7 +149,7 @@ def test_a_reference_that_fails_is_reported_as_when_waiting(
 ) -> None:
     """The ranks ran ahead and ended well, the reference raised: the report is the reference's failure,
     as without the run ahead, and the ranks kept for the validation are gone."""
-    from distcheck.runtime import spares
+    from distcheck.processes import spares
     from distcheck.validate.attempt_ahead import AttemptAhead
 
     outcomes: list[str] = []
@@ -164,7 +164,7 @@ def test_a_reference_that_fails_is_reported_as_when_waiting(
     cache("0")
     _, waited = validate(factory, rng_models.sample_batch())
     cache("1")
-    spares_cache.record_first_spec(_target(factory), "", MLIPSpec.coerce(pair_potential.SPEC).to_dict())
+    learned.record_first_spec(_target(factory), "", MLIPSpec.coerce(pair_potential.SPEC).to_dict())
     report, ahead = validate(factory, rng_models.sample_batch())
     assert outcomes == ["DistributedRun"], "the ranks did not run ahead, or failed"
     assert report.verdict == "error" and report.attempts[0].error is not None

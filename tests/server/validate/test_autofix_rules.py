@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from distcheck.runtime.consolidate import RankRows
-from distcheck.runtime.launch import DistributedRun
+from distcheck.runtime.run_result import DistributedRun
 from distcheck.spec import MLIPSpec
 from distcheck.validate.autofix import RULES, FixContext, propose
 from distcheck.validate.diff import compare_outputs

@@ -99,7 +99,7 @@ def _threads(queue: Any) -> None:
 def _pool_default_threads() -> int:
     """How many intra-op threads a process of the pool starts with (one per core unless the
     environment says otherwise)."""
-    from distcheck.runtime.spares_start import process_context
+    from distcheck.processes.forkserver import process_context
 
     ctx = process_context()
     queue = ctx.SimpleQueue()

@@ -14,8 +14,8 @@ import torch
 
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.factory import resolve_factory
-from distcheck.runtime.launch import RankRecord
 from distcheck.runtime.model_build import build_wrapper, weights_fingerprint
+from distcheck.runtime.run_result import RankRecord
 from distcheck.validate.model_identity import FACTORY_NOT_REPRODUCIBLE, factory_mismatch
 
 

@@ -73,7 +73,7 @@ def test_a_gpu_validation_returns_before_its_processes_are_reaped_and_none_is_le
     background (a CUDA process takes 0.1-0.3 s to end); once reaped, none of them is left."""
     import psutil
 
-    from distcheck.runtime import reaper
+    from distcheck.processes import reaper
 
     killed: list[int] = []
     kill_now = reaper.kill_now

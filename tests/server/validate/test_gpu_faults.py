@@ -64,7 +64,7 @@ def gpu_and_processes_clean() -> Iterator[None]:
     starting level after each test."""
     before = gpu_used_bytes()
     yield
-    deadline = time.monotonic() + 20.0  # killed CUDA processes end in the background (`runtime/reaper.py`)
+    deadline = time.monotonic() + 20.0  # killed CUDA processes end in the background (`processes/reaper.py`)
     leftovers = leftover_processes()
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.2)

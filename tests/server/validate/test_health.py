@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distcheck.runtime.launch import RankRecord
+from distcheck.runtime.run_result import RankRecord
 from distcheck.validate.health import halo_completeness, partition_health
 
 

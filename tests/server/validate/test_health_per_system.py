@@ -8,7 +8,7 @@ import pytest
 
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.factory import load_object
-from distcheck.runtime.launch import RankRecord
+from distcheck.runtime.run_result import RankRecord
 from distcheck.validate.health import partition_health, system_health
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity_models", "two_systems.py")

@@ -55,7 +55,7 @@ def test_a_helpers_source_is_looked_up_only_once_it_is_called(monkeypatch: pytes
 def test_what_the_forkserver_preloaded_is_not_searched_but_a_watched_package_and_later_imports_are(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """In a process of the pool (`runtime.preloaded` loaded), the modules imported for every process
+    """In a process of the pool (`processes.preloaded` loaded), the modules imported for every process
     before any target's code (torch's dependencies: sympy alone has hundreds) are not searched; a module
     imported later, and any module of a watched package, are."""
     original = nbops.mol_sum
@@ -65,7 +65,7 @@ def test_what_the_forkserver_preloaded_is_not_searched_but_a_watched_package_and
     sibling.mol_sum = nbops.mol_sum  # type: ignore[attr-defined]
     for module in (early, later, sibling):
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    snapshot = types.ModuleType("distcheck.runtime.preloaded")
+    snapshot = types.ModuleType("distcheck.processes.preloaded")
     snapshot.MODULES = frozenset({early.__name__, sibling.__name__})  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, snapshot.__name__, snapshot)
     with helpers.HelperTracer([WATCHED], 1, rows=3, num_systems=1).installed():
@@ -76,7 +76,7 @@ def test_what_the_forkserver_preloaded_is_not_searched_but_a_watched_package_and
 
 
 def test_outside_the_pool_every_module_but_the_never_list_is_searched(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "distcheck.runtime.preloaded", raising=False)
+    monkeypatch.delitem(sys.modules, "distcheck.processes.preloaded", raising=False)
     module = types.ModuleType("preloaded_dependency")
     module.mol_sum = nbops.mol_sum  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)

@@ -46,4 +46,3 @@ def test_an_undeclared_helper_method_is_flagged_and_its_method_adapter_makes_the
     assert again.ok, again.next_action
     (wrapped,) = [h for h in again.attempts[0].helper_diagnostics if h.qualname == qualname]
     assert wrapped.already_wrapped and wrapped.consistency_passed is True and not wrapped.flagged
-

@@ -87,8 +87,17 @@ SPEC = MLIPSpec.from_dict(
 
 def _verdicts(names: list[str]) -> dict[str, dict[str, Any]]:
     return {
-        n: {"name": n, "kind": "x", "passed": True, "max_abs_diff": 0.0, "max_rel_diff": 0.0, "status": "ok",
-            "worst_index": None, "n_failing": 0, "n_total": 1}
+        n: {
+            "name": n,
+            "kind": "x",
+            "passed": True,
+            "max_abs_diff": 0.0,
+            "max_rel_diff": 0.0,
+            "status": "ok",
+            "worst_index": None,
+            "n_failing": 0,
+            "n_total": 1,
+        }
         for n in names
     }
 

@@ -72,8 +72,11 @@ def test_undeclared_helper_is_flagged_and_adapted(tmp_path: Any) -> None:
     diag = flagged[0]
     assert diag.pattern == "per_system_reduction" and diag.consistency_passed is False
     assert diag.likely_remedy == {
-        "kind": "reduction", "module_path": "examples.thirdparty.nbops", "attr_name": "mol_sum",
-        "atom_arg": 0, "atom_dim": 0,
+        "kind": "reduction",
+        "module_path": "examples.thirdparty.nbops",
+        "attr_name": "mol_sum",
+        "atom_arg": 0,
+        "atom_dim": 0,
     }
     assert diag.source is not None and diag.source["file"].endswith("nbops.py")
     assert diag.n_calls_ref == 3 and diag.n_calls_per_rank == {0: 3, 1: 3}
@@ -83,8 +86,13 @@ def test_undeclared_helper_is_flagged_and_adapted(tmp_path: Any) -> None:
     assert handled and handled[0].consistency_passed is True
     path = tmp_path / "helper.distspec.json"
     report.spec.save(path)
-    again = validate_on_cpu(helper_model.model_factory, helper_model.sample_batch(), spec=str(path),
-                            watched_helper_packages=["examples.thirdparty.nbops"], auto_fix=False)
+    again = validate_on_cpu(
+        helper_model.model_factory,
+        helper_model.sample_batch(),
+        spec=str(path),
+        watched_helper_packages=["examples.thirdparty.nbops"],
+        auto_fix=False,
+    )
     assert again.ok
 
 
@@ -105,8 +113,11 @@ def test_unwatched_helper_is_still_caught_by_the_dispatch_observer() -> None:
 
 
 def test_missing_watched_package_is_listed_in_meta() -> None:
-    report = validate_on_cpu(pair_potential.model_factory, pair_potential.sample_batch(),
-                             watched_helper_packages=["no_such_package_xyz.nbops"])
+    report = validate_on_cpu(
+        pair_potential.model_factory,
+        pair_potential.sample_batch(),
+        watched_helper_packages=["no_such_package_xyz.nbops"],
+    )
     assert report.ok
     assert report.meta.skipped_helper_packages == ["no_such_package_xyz.nbops"]
 

@@ -2,7 +2,7 @@
 
 A spare is forked from the rank pool's forkserver, which imported torch and distcheck and never
 initialises CUDA, so a spare may create its own CUDA context; what it does then is in
-`spares_child`. Being the forkserver's child, it obeys every lifeline rule of a rank: it dies with
+`spares.child`. Being the forkserver's child, it obeys every lifeline rule of a rank: it dies with
 the forkserver, which dies with the owner (SIGKILL included) and kills everything under it, and its
 run directory is the run's own. A spare runs exactly one job (a rank or the reference run) and
 exits, so every rank still starts pristine; only torch, its CUDA context and third-party packages
@@ -10,11 +10,11 @@ are warm, never the user's modules.
 
 This module is what runs and owners call: `pool()` (this process's `SparePool`), `process` (a claimed
 spare bound to a job, or a plain process), `keep_warm` and `prestart`, `report()`, and the counts a
-validation wants (`rank_counts`, `roomy`). The parts: `spares_settings` (on or off, the bounds, from
-the environment), `spares_process` (one spare: `Spare`), `spares_keeper` (the pool's state and the
-thread that refills it), `spares_pool` (`want`, `claim`, `settle`, ...), `spares_report` (what is
-held), `spares_start` (the forkserver), `spares_child` (the spare's own side), `spares_prepared`
-(ranks built ahead) and `spares_cache` (the packages each target imports). No torch.
+validation wants (`rank_counts`, `roomy`). The parts: `spares.settings` (on or off, the bounds, from
+the environment), `spares.process` (one spare: `Spare`), `spares.keeper` (the pool's state and the
+thread that refills it), `spares.pool` (`want`, `claim`, `settle`, ...), `spares.report` (what is
+held), `processes.forkserver` (the forkserver), `spares.child` (the spare's own side), `spares.prepared`
+(ranks built ahead) and `spares.learned` (the packages each target imports). No torch.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..rank_limits import usable_cores
-from .spares_pool import SparePool
-from .spares_process import Spare
-from .spares_settings import enabled
+from ...rank_limits import usable_cores
+from .pool import SparePool
+from .process import Spare
+from .settings import enabled
 
 __all__ = [
     "Spare",
@@ -93,7 +93,7 @@ def _listed(devices: Sequence[str] | str, world_size: int) -> list[str]:
     if isinstance(devices, str):
         if devices == "cpu" or devices.startswith("cuda:"):
             return [devices] * world_size
-        from .rank_devices import resolve_devices
+        from ...runtime.rank_devices import resolve_devices
 
         return resolve_devices(devices, world_size)
     return [str(d) for d in devices]
@@ -121,8 +121,8 @@ def prestart(devices: Sequence[str] | str = "cpu", world_size: int = 2, *, facto
     """Start the spares of one coming validation now and return at once: for the CLI, before it loads
     the target and the sample (and before it imports torch: this imports none for `"cpu"`, `"cuda:N"`
     or a list). `factory` (as the user wrote it) picks the packages that target's model imported last
-    time (`spares_cache`)."""
-    from .spares_cache import packages_for
+    time (`spares.learned`)."""
+    from .learned import packages_for
 
     the_pool = pool()
     the_pool.want(rank_counts(_listed(devices, world_size)), packages_for(factory) if factory else ())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .spares_process import Spare
+from .process import Spare
 
 __all__ = ["pool_report"]
 

@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .observer import dynamo_disabled_lazily
+from ..runtime.observer import dynamo_disabled_lazily
 
 __all__ = ["warm_modes"]
 
@@ -44,7 +44,7 @@ def warm_modes() -> None:
     """One forward with an index_add (recording a graph) under a function mode and a dispatch mode. No
     backward: the autograd engine's first run starts its device threads, which in a CUDA build of torch
     initialise CUDA, and processes forked from a forkserver that did cannot use the GPU. (What
-    `autograd.grad` loads lazily, the symbolic-shape helpers, `spares_start.BASE_PRELOAD` imports.)"""
+    `autograd.grad` loads lazily, the symbolic-shape helpers, `forkserver.BASE_PRELOAD` imports.)"""
     # no random draw: processes forked from here must start with torch's generator untouched
     pos = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3).requires_grad_(True)
     index = torch.tensor([0, 0, 1, 1])

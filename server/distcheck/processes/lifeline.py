@@ -4,7 +4,7 @@ The owner is the process that calls `run_distributed` (the CLI, the editor's run
 script). Its processes form one tree: owner → forkserver → ranks / reference → whatever the model
 starts, possibly in a new session (`setsid`, `start_new_session=True`), out of every process group.
 
-- The forkserver (multiprocessing starts it with `python -c`; it imports `distcheck.runtime.launch`
+- The forkserver (multiprocessing starts it with `python -c`; it imports `distcheck.processes.launch`
   among its preload modules, which calls `arm_forkserver`) leads its own process group, is a child
   subreaper (orphans of its subtree come back to it), and gets `OWNER_GONE_SIGNAL` when the owner
   dies however it dies, SIGKILL included. Then, and on SIGTERM/SIGHUP or its own exit, it kills

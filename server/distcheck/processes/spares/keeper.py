@@ -1,12 +1,12 @@
 """Keeping spares warm: the pool's state and the keeper thread that forks spares until the wants are met.
 
 `SpareKeeper` holds the idle spares, what is wanted per device, the packages spares import, the
-bounds (`spares_settings`) and the counters, all under one condition. Its thread (started by the first
+bounds (`spares.settings`) and the counters, all under one condition. Its thread (started by the first
 want) forks a spare for a device short of its want, within `max_spares` and `max_gpu_bytes` (estimated
 from what warm spares of that device report), and only once the forkserver has armed itself; it drops
 spares that died and, once a want expired, every idle one. A spare forked for a want that went away
 meanwhile is retired at once. The thread blocks every asynchronous signal: they are the main thread's.
-What callers ask of the pool is `spares_pool.SparePool`, built on this. No torch.
+What callers ask of the pool is `spares.pool.SparePool`, built on this. No torch.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .spares_process import Spare
-from .spares_settings import pool_bounds
-from .spares_start import forkserver_context, forkserver_ready, main_hidden
+from ..forkserver import forkserver_context, forkserver_ready, main_hidden
+from .process import Spare
+from .settings import pool_bounds
 
 __all__ = ["SpareKeeper"]
 
@@ -125,8 +125,8 @@ class SpareKeeper:
             self._cond.wait(0.05)
 
     def _start(self, ctx: Any, device: str, packages: tuple[str, ...]) -> Spare:
-        """Fork one spare for `device` from `ctx` (it then warms up on its own: `spares_child`)."""
-        from .spares_child import spare_main
+        """Fork one spare for `device` from `ctx` (it then warms up on its own: `spares.child`)."""
+        from .child import spare_main
 
         parent, child = ctx.Pipe(duplex=True)
         plan = {"device": device, "packages": list(packages), "idle_timeout_s": self.idle_timeout_s}

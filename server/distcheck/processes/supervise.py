@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import beacon, lifeline
-from .errors import DistributedError, Frame, RankFailure, RankTimeout
-from .frames import innermost_user_frame
+from ..runtime import beacon
+from ..runtime.errors import DistributedError, Frame, RankFailure, RankTimeout
+from ..runtime.frames import innermost_user_frame
+from . import lifeline
 
 __all__ = ["kill_now", "read_failure", "reap", "stop_all", "supervise"]
 

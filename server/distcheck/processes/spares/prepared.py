@@ -1,7 +1,7 @@
 """Ranks built ahead: a validation's first attempt, prepared while its reference run runs.
 
 `prepare_ranks` claims one spare per rank, gives them the attempt's run directory now and has each
-become its rank and build the wrapper (`spares_child`: log, beacon, environment, TorchScript mode,
+become its rank and build the wrapper (`spares.child`: log, beacon, environment, TorchScript mode,
 `model_factory()`), so that when the spec is known `run_distributed(..., prepared=...)` only
 rendezvouses, partitions and runs the forward. A spare's wrapper is used only for the run it was
 built for (same factory, TorchScript mode, world size and devices); otherwise the prepared ranks
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import run_dirs
-from .spares import pool, rank_counts, roomy
-from .spares_process import Spare
-from .spares_settings import enabled
+from .. import run_dirs
+from . import pool, rank_counts, roomy
+from .process import Spare
+from .settings import enabled
 
 __all__ = ["PreparedRanks", "ValidationSpares", "prepare_ranks"]
 
@@ -56,7 +56,7 @@ class PreparedRanks:
         if self.used:
             return
         self.used = True
-        from .reaper import retire
+        from ..reaper import retire
 
         retire(self.spares, self.devices, self.run_dir.remove)
 
@@ -69,7 +69,7 @@ def prepare_ranks(
     None when spares are off. Returns at once: the spares build in parallel."""
     if not enabled():
         return None
-    from ..spec import MLIPSpec
+    from ...spec import MLIPSpec
 
     torchscript = MLIPSpec.from_dict(spec).distribution.torchscript
     run_dir = run_dirs.make_run_dir("run")

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import importguard
+from ..runtime.module_namespace import PRELOAD_RECORD
 
 __all__ = [
     "BASE_PRELOAD",
@@ -25,33 +26,25 @@ __all__ = [
     "forkserver_ready",
     "main_hidden",
     "preload_modules",
-    "preloaded_modules",
     "process_context",
 ]
 
 _CONTEXTS: dict[str, Any] = {}
 
 BASE_PRELOAD: tuple[str, ...] = (
-    "distcheck.runtime.forkserver_init",  # first: the import guard, before anything else is imported
+    "distcheck.processes.forkserver_init",  # first: the import guard, before anything else is imported
     "torch",
     "torch.distributed",
     # torch imports it lazily on the first `autograd.grad` given `grad_outputs` (nearly 1 s on a busy
     # CPU); it does not import TorchDynamo, which no rank needs (`observer.dynamo_disabled_lazily`)
     "torch.fx.experimental.symbolic_shapes",
-    "distcheck.runtime.launch",
+    "distcheck.processes.launch",
     "distcheck.validate.instrument",
     "vesin",  # the neighbour lists' library, imported on a process's first neighbour list (0.05 s)
     # what torch loads lazily on the first forward under a rank's modes, loaded once here
-    "distcheck.runtime.mode_warmup",
-    "distcheck.runtime.preloaded",  # last: the names of all of the above (`preloaded_modules`)
+    "distcheck.processes.mode_warmup",
+    PRELOAD_RECORD,  # last: the names of all of the above (`module_namespace.preloaded_modules`)
 )
-
-
-def preloaded_modules() -> frozenset[str]:
-    """The modules the pool's forkserver imported for every process before any target's code ran
-    (`runtime/preloaded.py`), in a process forked from it; empty in any other process."""
-    record = sys.modules.get(BASE_PRELOAD[-1])
-    return frozenset(getattr(record, "MODULES", ()))
 
 
 def preload_modules() -> list[str]:

@@ -13,114 +13,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..batch import Batch, as_batch
+from ..batch import as_batch
 from ..option_check import check_options
-from ..report import UnroutedOp
+from ..runtime.errors import SetupError
+from ..runtime.factory import FactoryRef, resolve_factory
+from ..runtime.rank_devices import resolve_backend, resolve_devices
+from ..runtime.run_result import DistributedRun, RankLifecycle, assemble_run
 from ..spec import MLIPSpec
 from . import lifeline, run_dirs, spares
-from .consolidate import Consolidated, RankRows, consolidate
-from .errors import SetupError
-from .factory import FactoryRef, resolve_factory
-from .rank import NCCL_SAFE_ENV
-from .rank_devices import resolve_backend, resolve_devices
-from .rank_main import _rank_entry, end_child_process, start_child_process, write_error
+from .forkserver import main_hidden, process_context
+from .rank_main import _rank_entry
 from .resident import ResidentRanks, result_name, retiring
-from .spares_prepared import PreparedRanks
-from .spares_start import _CONTEXTS, BASE_PRELOAD, main_hidden, preload_modules, process_context
-from .supervise import read_failure, stop_all, supervise
+from .spares.prepared import PreparedRanks
+from .spares.process import Spare
+from .supervise import stop_all, supervise
 
-__all__ = [
-    "BASE_PRELOAD",
-    "NCCL_SAFE_ENV",
-    "_CONTEXTS",
-    "DistributedRun",
-    "RankRecord",
-    "ResidentRanks",
-    "assemble_run",
-    "end_child_process",
-    "main_hidden",
-    "preload_modules",
-    "process_context",
-    "read_failure",
-    "run_distributed",
-    "start_child_process",
-    "stop_all",
-    "write_error",
-]
-
-
-@dataclass
-class RankRecord:
-    """What one rank held and did: atom counts, handler firings, timings, peak memory, and the
-    aggregations no handler routed (`unrouted`)."""
-
-    rank: int
-    device: str
-    owned: int
-    halo: int
-    remote: int
-    per_system: list[dict[str, int]]
-    handler_counts: dict[str, int]
-    timings: dict[str, float]
-    requested_cutoffs: list[float]
-    halo_width: float
-    peak_memory_bytes: int = 0
-    unrouted: list[UnroutedOp] = field(default_factory=list)
-    weights: dict[str, list[float]] | None = None  # model_build.weights_fingerprint of the rank's model
-
-    def __post_init__(self) -> None:
-        # ranks send plain dicts (their results are loaded with weights_only=True)
-        self.unrouted = [u if isinstance(u, UnroutedOp) else UnroutedOp.from_dict(u) for u in self.unrouted]
-
-
-@dataclass
-class DistributedRun:
-    """Consolidated outputs of a distributed run plus everything each rank reported."""
-
-    outputs: dict[str, torch.Tensor]
-    rank_outputs: list[dict[str, torch.Tensor]]
-    records: list[RankRecord]
-    rows: list[RankRows]
-    spec: MLIPSpec
-    kinds: dict[str, str]
-    replica_spread: dict[str, float]
-    world_size: int
-    backend: str
-    devices: list[str]
-    num_atoms: int
-    num_systems: int
-    instrumentation: list[Any] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    built_ahead: bool = False
-    """Whether the ranks were spares that built their wrappers before the run (`prepared`)."""
-
-    def reconsolidate(self, spec: MLIPSpec) -> Consolidated:
-        """Consolidate the same rank outputs under another spec (no new run: pure post-processing)."""
-        return consolidate(self.rank_outputs, self.rows, spec, self.num_atoms, self.num_systems)
-
-    @property
-    def rank_phases(self) -> dict[str, float]:
-        """Each phase a rank timed (`rendezvous`, `factory`, `wait_peers`, `forward`, `collectives`), its
-        slowest rank's seconds, as `rank_<phase>`."""
-        slowest: dict[str, float] = {}
-        for rec in self.records:
-            for k, v in rec.timings.items():
-                slowest[f"rank_{k}"] = max(slowest.get(f"rank_{k}", 0.0), float(v))
-        return slowest
-
-    @property
-    def handler_counts(self) -> dict[str, int]:
-        """Handler firings summed over ranks."""
-        total: dict[str, int] = {}
-        for rec in self.records:
-            for k, v in rec.handler_counts.items():
-                total[k] = total.get(k, 0) + v
-        return total
+__all__ = ["run_distributed"]
 
 
 # -- the parent ------------------------------------------------------------------------------------
@@ -157,7 +69,7 @@ def run_distributed(
     anything a rank started, outlives the call, nor this process however it ends.
     `on_event(name, info)` is called for `rank_started`/`rank_finished`.
     Ranks are spares (`spares`: forked ahead, warm) where the pool has them; `prepared` (from
-    `spares_prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
+    `spares.prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
     were built for this factory, TorchScript mode, world size and devices, else discarded.
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
@@ -212,7 +124,7 @@ def run_distributed(
     if kept:
         assert resident is not None
         results = _run_resident(resident, job, timeout_sec, on_event, finished)
-        return assemble_run(
+        kept_run = assemble_run(
             results,
             the_spec,
             the_batch,
@@ -220,6 +132,8 @@ def run_distributed(
             devices=devices,
             timings={"start": 0.0, "ranks": time.perf_counter() - t_start, "total": time.perf_counter() - t_start},
         )
+        kept_run.lifecycle = RankLifecycle.RESIDENT
+        return kept_run
     if prepared is not None:
         prepared.take()
     run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
@@ -266,7 +180,10 @@ def run_distributed(
             "total": time.perf_counter() - t_start,
         },
     )
-    run.built_ahead = prepared is not None
+    if prepared is not None:
+        run.lifecycle = RankLifecycle.PREPARED
+    elif any(isinstance(p, Spare) for p in procs):
+        run.lifecycle = RankLifecycle.SPARE
     return run
 
 
@@ -316,37 +233,6 @@ def _results(
         resident=resident,
     )
     return [torch.load(os.path.join(workdir, result_name(r)), weights_only=True) for r in range(len(procs))]
-
-
-def assemble_run(
-    results: Sequence[dict[str, Any]],
-    spec: MLIPSpec,
-    batch: Batch,
-    *,
-    backend: str,
-    devices: Sequence[str],
-    timings: dict[str, float],
-) -> DistributedRun:
-    """A `DistributedRun` from what every rank's `forward_rank` returned, consolidated under `spec`."""
-    rows = [RankRows(local_ids=res["local_ids"], owned_mask=res["owned_mask"]) for res in results]
-    rank_outputs = [res["outputs"] for res in results]
-    merged = consolidate(rank_outputs, rows, spec, batch.num_atoms, batch.num_systems)
-    return DistributedRun(
-        outputs=merged.outputs,
-        rank_outputs=rank_outputs,
-        records=[RankRecord(**res["record"]) for res in results],
-        rows=rows,
-        spec=spec,
-        kinds=merged.kinds,
-        replica_spread=merged.replica_spread,
-        world_size=len(results),
-        backend=backend,
-        devices=list(devices),
-        num_atoms=batch.num_atoms,
-        num_systems=batch.num_systems,
-        instrumentation=[res.get("instrumentation") for res in results],
-        timings=timings,
-    )
 
 
 # In the forkserver (which imports this module among its preload modules): die with the owner, taking

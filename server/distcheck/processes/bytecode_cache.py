@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from types import CodeType
 
 from .. import cache_home
-from .frames import is_user_file
-from .spares_settings import bytecode_cache_enabled
+from ..runtime.frames import is_user_file
+from .spares.settings import bytecode_cache_enabled
 
 __all__ = ["SLOW_TO_COMPILE", "cached_path", "uncompiled", "use"]
 

@@ -1,10 +1,10 @@
 """What callers ask of the spare pool: spares wanted, claimed, paused, lowered and dropped.
 
-`SparePool` (one per process, `spares.pool()`) adds to the keeper's state (`spares_keeper`): `want`
+`SparePool` (one per process, `spares.pool()`) adds to the keeper's state (`spares.keeper`): `want`
 asks for spares per device for a while, `claim` takes one (a warm one first, else one forked at once),
 `paused` holds the refill back, `lower` wants fewer, `settle` ends a validation (kept warm for
 `keep_s` or dropped), `trim` and `close` drop everything; `report` says what is held
-(`spares_report`). With spares off (`spares_settings.enabled`) it asks for nothing and claims none.
+(`spares.report`). With spares off (`spares.settings.enabled`) it asks for nothing and claims none.
 No torch.
 """
 
@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from . import lifeline
-from .spares_keeper import SpareKeeper
-from .spares_process import Spare
-from .spares_report import pool_report
-from .spares_settings import enabled
+from .. import lifeline
+from .keeper import SpareKeeper
+from .process import Spare
+from .report import pool_report
+from .settings import enabled
 
 __all__ = ["SparePool"]
 
@@ -39,7 +39,7 @@ class SparePool(SpareKeeper):
         the main thread), the spares in the background."""
         if not enabled() or self._closed:
             return
-        from .spares_start import process_context
+        from ..forkserver import process_context
 
         with lifeline.helpers_ignore_sigint():
             process_context()
@@ -72,7 +72,7 @@ class SparePool(SpareKeeper):
                 self._cond.notify_all()
                 return spare
             packages = self._packages
-        from .spares_start import process_context
+        from ..forkserver import process_context
 
         with lifeline.helpers_ignore_sigint():
             ctx = process_context()
@@ -131,7 +131,7 @@ class SparePool(SpareKeeper):
         self.trim()
 
     def report(self) -> dict[str, Any]:
-        """What the pool holds (`spares_report.pool_report`): idle spares per device, warm or still
+        """What the pool holds (`spares.report.pool_report`): idle spares per device, warm or still
         warming, their memory as they reported it, the wants, the bounds and the counters."""
         with self._cond:
             idle = list(self._idle)

@@ -1,10 +1,10 @@
 """One spare: a warm process forked from the pool's forkserver, waiting on its pipe for one job.
 
 `Spare` has the process interface `supervise` and `stop_all` use, reads the spare's warm-up report
-(`ready`), and hands it a job: `build` (become a rank of a coming run, `spares_child`), `bind` +
+(`ready`), and hands it a job: `build` (become a rank of a coming run, `spares.child`), `bind` +
 `start` (run a rank or reference body), `retire` (exit). A spare found dead when its job is handed
 over is replaced by a process forked then, so the caller sees one process either way. What the spare
-does on its side is in `spares_child`. No torch.
+does on its side is in `spares.child`. No torch.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .spares_start import main_hidden
+from ..forkserver import main_hidden
 
 __all__ = ["Spare", "inherited"]
 
@@ -87,7 +87,7 @@ class Spare:
             return False
 
     def build(self, order: dict[str, Any]) -> bool:
-        """Have the spare become a rank of a coming run and build its wrapper now (`spares_child`)."""
+        """Have the spare become a rank of a coming run and build its wrapper now (`spares.child`)."""
         self.built = self._send(("build", {**order, **inherited()}))
         return self.built
 
@@ -114,7 +114,7 @@ class Spare:
 
     def retire(self) -> None:
         """Ask the spare to exit, then make sure it and anything under it is gone."""
-        from .supervise import stop_all
+        from ..supervise import stop_all
 
         self._send(("exit",))
         self._close_conn()

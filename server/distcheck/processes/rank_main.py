@@ -24,11 +24,13 @@ from typing import Any
 
 import torch
 
+from ..runtime import beacon
+from ..runtime.isolation import isolated_global_state
+from ..runtime.rank import configure_rank_process, error_record, forward_rank, prepare_rank
 from ..spec import MLIPSpec
-from . import beacon, lifeline, spares_child
-from .isolation import isolated_global_state
-from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
+from . import lifeline
 from .resident import RETIRING, RankState, next_job, result_name
+from .spares import child
 
 __all__ = ["end_child_process", "start_child_process", "write_error"]
 
@@ -71,7 +73,7 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
     workdir: str = job["workdir"]
     code = 1
     try:
-        if not spares_child.started_in(workdir):  # a spare that built its wrapper ahead already did
+        if not child.started_in(workdir):  # a spare that built its wrapper ahead already did
             start_child_process(workdir, f"rank{rank}", job.get("owner"))
         _run_rank(rank, job)
         code = 0
@@ -131,10 +133,10 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
         dist.destroy_process_group()
 
 
-def _built_ahead(job: dict[str, Any]) -> spares_child.Prebuilt | None:
+def _built_ahead(job: dict[str, Any]) -> child.Prebuilt | None:
     """The wrapper a spare built ahead for this run (or what building it raised), else None."""
     torchscript = MLIPSpec.from_dict(job["spec"]).distribution.torchscript
-    return spares_child.prebuilt_for(job["factory"].describe(), torchscript, job["workdir"])
+    return child.prebuilt_for(job["factory"].describe(), torchscript, job["workdir"])
 
 
 def _one_run(rank: int, job: dict[str, Any], device: torch.device, rendezvous: float) -> dict[str, Any]:
@@ -150,7 +152,7 @@ def _one_run(rank: int, job: dict[str, Any], device: torch.device, rendezvous: f
     prepared.timings["rendezvous"] = rendezvous
     if ahead is not None:  # built while the reference ran: its own time, outside this run's wall time
         prepared.timings["factory"] = ahead.seconds
-        spares_child.forget_prebuilt()
+        child.forget_prebuilt()
     result = forward_rank(prepared, beacon.set_phase)
     with contextlib.suppress(Exception), beacon.collective("barrier"):
         dist.barrier()

@@ -1,5 +1,5 @@
 """What the rank pool's forkserver imported for every process, recorded once it had: imported by the
-forkserver only, last of `spares_start.BASE_PRELOAD` (before any `DISTCHECK_PRELOAD` package), so every
+forkserver only, last of `forkserver.BASE_PRELOAD` (before any `DISTCHECK_PRELOAD` package), so every
 process forked from it finds `MODULES` in `sys.modules` as it was before any target's code ran.
 
 It also freezes what is alive by then (`gc.freeze`): those objects (torch's, sympy's, ...) live as long
@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from .frames import is_user_file
+from ..runtime.frames import is_user_file
 
 __all__ = ["MODULES"]
 

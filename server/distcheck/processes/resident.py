@@ -34,8 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import beacon, run_dirs
-from .module_namespace import module_file
+from ..runtime import beacon
+from ..runtime.module_namespace import module_file
+from . import run_dirs
 
 __all__ = [
     "RETIRING",
@@ -215,8 +216,8 @@ class RankState:
 def forget_user_modules() -> list[str]:
     """Drop the user's modules from `sys.modules` (so the next factory imports them afresh) and
     collect what the last run left; returns their names."""
-    from .frames import is_user_file
-    from .spares_start import preloaded_modules
+    from ..runtime.frames import is_user_file
+    from ..runtime.module_namespace import preloaded_modules
 
     preloaded = preloaded_modules()  # never the user's: imported before any target's code
     names = []

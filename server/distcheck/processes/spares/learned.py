@@ -28,8 +28,8 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-from ..cache_home import cache_dir
-from .module_namespace import module_file, namespace
+from ...cache_home import cache_dir
+from ...runtime.module_namespace import module_file, namespace
 
 __all__ = [
     "cache_path",

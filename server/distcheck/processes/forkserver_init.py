@@ -14,6 +14,6 @@ from .. import importguard
 
 importguard.install()
 
-from . import bytecode_cache, spares_start  # noqa: E402  (after the guard: nothing from a project directory)
+from . import bytecode_cache, forkserver  # noqa: E402  (after the guard: nothing from a project directory)
 
-bytecode_cache.use([*bytecode_cache.SLOW_TO_COMPILE, *(m.partition(".")[0] for m in spares_start.extra_preload())])
+bytecode_cache.use([*bytecode_cache.SLOW_TO_COMPILE, *(m.partition(".")[0] for m in forkserver.extra_preload())])

@@ -7,7 +7,7 @@ on its first forward: its CUDA context on its device (module loading as the user
 default: eager loading took 4-5 s and 1.3 GB of GPU memory per spare on an H200, lazy 0.55 s and 0.64 GB,
 bench/RESULTS_gpu.md), a first autograd pass there, the third-party packages the pool names (learned
 from the target's previous validation) and the kernels of the operator families models are built from
-(`spare_warmup`). Those only while no job has come: a spare claimed while it warms (a validation in a
+(`spares.warmup`). Those only while no job has come: a spare claimed while it warms (a validation in a
 process that had no warm spare yet) runs its job once its CUDA context is up, and the job loads what
 it needs itself. It imports no user module. Then it waits on its pipe:
 
@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from . import beacon, lifeline
+from ...runtime import beacon
+from .. import lifeline
+from . import warmup
 
 if TYPE_CHECKING:
     import torch
@@ -128,11 +130,9 @@ def _job_waiting(conn: Connection) -> bool:
 def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Warm this spare: its CUDA context, then (unless its job has arrived meanwhile, which loads what
     it needs itself, so waiting for more of the warm-up would only delay it) a first autograd pass, the
-    packages the pool names, the kernels of the common operator families (`spare_warmup`) and a
+    packages the pool names, the kernels of the common operator families (`spares.warmup`) and a
     reading of the memory it holds."""
     import torch  # preloaded by the forkserver; imported here so the owner can name spare_main without it
-
-    from . import spare_warmup
 
     t0 = time.perf_counter()
     phases: dict[str, float] = {}  # seconds per warm-up step, for `spares.report()` and the bench
@@ -146,7 +146,7 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
     if job_waiting():
         skipped.append("autograd")
     else:
-        spare_warmup.warm_autograd(device)
+        warmup.warm_autograd(device)
         phases["autograd"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     failed: list[str] = []
@@ -162,7 +162,7 @@ def _warm(plan: dict[str, Any], job_waiting: Callable[[], bool] = lambda: False)
             failed.append(f"{name}: {type(exc).__name__}")
     phases["packages"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    kernels = spare_warmup.warm_kernels(device, job_waiting)
+    kernels = warmup.warm_kernels(device, job_waiting)
     skipped += kernels.skipped
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -266,11 +266,11 @@ def _build(order: dict[str, Any]) -> None:
     global _prebuilt, _started_in
     import torch
 
-    from ..spec import MLIPSpec
-    from .model_build import build_wrapper
-    from .rank import configure_rank_process
-    from .rank_main import start_child_process
-    from .torchscript import apply_torchscript_mode
+    from ...runtime.model_build import build_wrapper
+    from ...runtime.rank import configure_rank_process
+    from ...runtime.torchscript import apply_torchscript_mode
+    from ...spec import MLIPSpec
+    from ..rank_main import start_child_process
 
     _adopt(order)
     workdir, rank = order["workdir"], int(order["rank"])

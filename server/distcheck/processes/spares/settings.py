@@ -69,7 +69,7 @@ def attempt_ahead_enabled(world_size: int) -> bool:
         return False
     if value in _ON:
         return True
-    from ..rank_limits import usable_cores
+    from ...rank_limits import usable_cores
 
     return usable_cores() >= world_size + 1
 

@@ -1,0 +1,66 @@
+"""Every process distcheck starts, who ends it, and what kills it when its owner dies.
+
+The *owner* is the process that asks for a validation: the CLI, the editor's runner, or a user's own
+script or notebook calling `trace_and_validate`. Everything below it forms one tree (`lifeline`):
+owner → forkserver → spares, ranks, reference → whatever the model starts. Nothing outlives the owner,
+SIGKILL included, and each validation gives exactly the verdict a fresh process would give (the
+warm-equals-cold invariant in `../shared/DESIGN.md`, checked by `tests/server/test_warm_cold.py`).
+
+Process kinds
+=============
+
+Each kind: who starts it; who ends it; what kills it when its owner dies.
+
+- **daemon** (`lsp/`, `distcheck-lsp` over stdio): the editor; `shutdown`/`exit`, stdin closing,
+  SIGTERM/SIGHUP; stdin closes, and it kills its runner's tree (`lsp.runner_tree.kill_all`).
+- **runner** (`jobs/runner.py`, one per workspace): the daemon; the daemon (shutdown, restart, a
+  target it may not serve); its watchdog sees the daemon gone, kills what it started and exits.
+- **forkserver** (`forkserver.process_context`, the owner's first start): the owner;
+  `teardown.end_helpers` (CLI) or the owner's exit; `OWNER_GONE_SIGNAL`, a parent-death signal: it
+  kills its subtree and removes the owner's run directories (`lifeline.arm_forkserver`).
+- **resource tracker** (multiprocessing's, beside the forkserver): the owner's exit, `teardown`; it
+  sees its pipe close and exits.
+- **spare** (`spares`): the keeper thread forks it from the forkserver; it ends itself after its one
+  job, on `("exit",)`, EOF or `idle_timeout_s`, or `pool.trim`; SIGKILL when the forkserver dies.
+- **reference** (`validate/reference.run_reference`): a spare or a fork of the forkserver; the
+  validation once the receptive field is collected, or `supervise`; SIGKILL with the forkserver.
+- **rank** (`launch.run_distributed`): a spare, prepared spares or a fork; its lifecycle (below),
+  `supervise` on a failure or timeout, `reaper` at the end; SIGKILL with the forkserver, and on its
+  way out it kills what the model left running (`lifeline.kill_tree`).
+- **launched rank** (`runtime/group.py`): `torchrun` or another launcher; the launcher; the launcher's
+  rules, not ours.
+
+Rank lifecycles
+===============
+
+How the ranks of one run came to be is `runtime.run_result.RankLifecycle`, recorded on each
+`DistributedRun` (`DistributedRun.lifecycle`) and in the attempt's timings:
+
+- `FRESH`: forked from the forkserver for this run; ends with it.
+- `SPARE`: a warm spare claimed for this run (`spares.process`); ends with it.
+- `PREPARED`: spares that became their ranks and built the wrapper while the reference ran
+  (`spares.prepared`); used only for the run they were built for, else discarded.
+- `RESIDENT`: ranks of an earlier run of this validation kept alive for its next run (`resident`);
+  the user's modules are forgotten and the global state put back between runs, and a run whose import
+  changed what cannot be put back (torch's functions, hooks, registered ops, inter-op threads) retires
+  them (`resident.RETIRING`), which the attempt's notes say.
+- `LAUNCHED`: ranks a launcher started (`runtime/group.py`); they run every attempt of the job.
+
+The first attempt may run *ahead*, while the reference runs, under the spec the target's last
+validation started with (`validate/attempt_ahead.py`): its ranks are `PREPARED` or `FRESH` ones, and
+the run is taken only when the spec inferred now is the same (`ran_ahead` in the attempt's timings).
+
+Modules
+=======
+
+- `forkserver`: the warm pool every process starts from, and the lock around each start;
+  `forkserver_init` (its first import: the import guard, the bytecode cache), `mode_warmup` and
+  `preloaded` (its last imports), `bytecode_cache` (bytecode for packages installed without it).
+- `launch`: `run_distributed`, the owner's side of one run; `rank_main`, a rank process's body.
+- `supervise` (waiting, naming the culprit), `reaper` (ending what a validation is done with),
+  `teardown` (a command's last step), `lifeline` (no process outlives its owner), `process_groups`,
+  `run_dirs` (a private directory per run).
+- `resident`: ranks kept between the runs of one validation.
+- `spares`: warm processes forked ahead (`spares.child`, `keeper`, `pool`, `process`, `prepared`,
+  `report`, `settings`, `warmup`, `learned`).
+"""
