@@ -30,10 +30,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 
 from . import cache_home
+from .environment import UNTRUSTED_PATHS, read_settings
 
 __all__ = ["UNTRUSTED_ENV", "clean_start", "distrust", "install", "private_dir", "protected_names", "restore"]
 
-UNTRUSTED_ENV = "DISTCHECK_UNTRUSTED_PATHS"
+UNTRUSTED_ENV = UNTRUSTED_PATHS.name
 
 # Distributions whose packages are protected along with everything they require.
 _ROOT_DISTRIBUTIONS = ("distcheck", "torch")
@@ -104,7 +105,7 @@ def _norm(entry: str) -> str:
 
 
 def _env_untrusted() -> list[str]:
-    return [p for p in os.environ.get(UNTRUSTED_ENV, "").split(os.pathsep) if p]
+    return list(read_settings(warn=False).untrusted_paths)
 
 
 class _GuardFinder(importlib.abc.MetaPathFinder):

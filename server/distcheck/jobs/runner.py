@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from ..environment import read_settings
 from ..options import EDITOR
 from .bytecode import import_torch
 
@@ -219,11 +220,8 @@ KEEP_WARM_S = 600.0
 
 
 def _keep_seconds() -> float:
-    raw = os.environ.get("DISTCHECK_SPARES_KEEP_S", "").strip()
-    try:
-        return float(raw) if raw else KEEP_WARM_S
-    except ValueError:
-        return KEEP_WARM_S
+    keep_s = read_settings().spares_keep_s
+    return KEEP_WARM_S if keep_s is None else keep_s
 
 
 def keep_spares_warm(params: Mapping[str, Any], report: TraceReport | None = None) -> None:

@@ -57,6 +57,9 @@ Modules
   `forkserver_init` (its first import: the import guard, the bytecode cache), `mode_warmup` and
   `preloaded` (its last imports), `bytecode_cache` (bytecode for packages installed without it).
 - `launch`: `run_distributed`, the owner's side of one run; `rank_main`, a rank process's body.
+- `caller_context`: what every job carries of its caller (environment, working directory,
+  `sys.path` when the run starts), applied first in whatever process serves it; the variables that
+  only take effect at a process's start, whose change restarts the forkserver.
 - `supervise` (waiting, naming the culprit), `reaper` (ending what a validation is done with),
   `teardown` (a command's last step), `lifeline` (no process outlives its owner), `process_groups`,
   `run_dirs` (a private directory per run).

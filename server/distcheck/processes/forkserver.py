@@ -4,6 +4,14 @@ No torch here, so a process that has not imported torch yet (the CLI while it lo
 can start the pool, which then imports torch while the caller goes on. `launch` re-exports these
 names; ranks, reference runs and spares all start through `process_context()` under `main_hidden()`.
 `forkserver_ready()` and `forkserver_context()` tell the spares' keeper when it may fork from the pool.
+
+The forkserver's environment is fixed when it starts, and so is every process forked from it, except
+for what each job carries and applies (`caller_context`). Variables that take effect only when a
+process starts (`caller_context.is_start_time`: CUDA's, the loader's, the interpreter's, the thread
+pools', torch's) cannot be applied that way: when the caller's values of them are no longer those the
+running forkserver started with, `process_context` restarts it before the run (`_restart_if_stale`),
+and everything forked from the old one (idle spares, resident or prepared ranks) ends with it. The
+new one starts under the caller's values, and warm starts are warm again from the next run on.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from typing import Any
 
 from .. import importguard
 from ..runtime.module_namespace import PRELOAD_RECORD
+from . import lifeline
+from .caller_context import start_time_values
 
 __all__ = [
     "BASE_PRELOAD",
@@ -27,6 +37,7 @@ __all__ = [
     "main_hidden",
     "preload_modules",
     "process_context",
+    "running_pid",
 ]
 
 _CONTEXTS: dict[str, Any] = {}
@@ -67,26 +78,66 @@ def process_context(method: str | None = None) -> Any:
     """The multiprocessing context ranks start from: by default a warm forkserver (`preload_modules()`
     imported once, alive for the life of this process) where available, else spawn. `method` (or the
     environment variable DISTCHECK_START_METHOD) forces one. Returns once the pool is starting (its
-    imports go on in the background); the first process started from it waits for them."""
+    imports go on in the background); the first process started from it waits for them. A forkserver
+    started under other values of the start-time variables than this process has now is restarted
+    first (see the module docstring)."""
     method = method or os.environ.get("DISTCHECK_START_METHOD")
     if method is None:
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    if method not in _CONTEXTS:
-        ctx = mp.get_context(method)
+    with _START_LOCK:  # no process forked between the restart and the new forkserver's start
+        if method not in _CONTEXTS:
+            ctx = mp.get_context(method)
+            if method == "forkserver":
+                ctx.set_forkserver_preload(preload_modules())
+            _CONTEXTS[method] = ctx
         if method == "forkserver":
-            ctx.set_forkserver_preload(preload_modules())
-        _CONTEXTS[method] = ctx
-    _start_helpers(method)
+            _restart_if_stale()
+        _start_helpers(method)
     return _CONTEXTS[method]
+
+
+_STARTED_UNDER: dict[str, str] | None = None
+"""The start-time variables (`caller_context.start_time_values`) of this process when it started the
+running forkserver, as the forkserver and everything forked from it have them."""
+
+
+def _restart_if_stale() -> None:
+    """Stop the running forkserver (and everything forked from it) when this process's start-time
+    variables are no longer those it started under; the caller starts the next one (`_start_helpers`).
+    Called with the start lock held."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # type: ignore[attr-defined]
+    if _STARTED_UNDER is None or server._forkserver_pid is None:
+        return
+    if start_time_values(os.environ) == _STARTED_UNDER:
+        return
+    with server._lock:
+        pid, alive_fd, address = server._forkserver_pid, server._forkserver_alive_fd, server._forkserver_address
+        server._forkserver_pid = server._forkserver_alive_fd = server._forkserver_address = None
+        lifeline.kill_tree([pid])
+        if alive_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(alive_fd)
+        # once it is gone, each process forked from it reads as ended (its status pipe closed), so a
+        # spare, prepared or resident rank of the old one is never handed a job
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        if isinstance(address, str) and address and not address.startswith("\0"):
+            with contextlib.suppress(OSError):
+                os.unlink(address)
 
 
 def _start_helpers(method: str) -> None:
     """Start the forkserver and the resource tracker (both `python -c` processes, which would put
     the current directory first on their `sys.path`) from distcheck's private directory; each call
     after the first only checks that they are still alive."""
+    global _STARTED_UNDER
     import signal
     from multiprocessing import forkserver, resource_tracker
 
+    before = _forkserver_pid() if method == "forkserver" else None
+    values = start_time_values(os.environ)  # the caller's, before `clean_start` sets its own
     with main_hidden(), importguard.clean_start():
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
         resource_tracker.ensure_running()
@@ -96,6 +147,8 @@ def _start_helpers(method: str) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if method == "forkserver":
             forkserver.ensure_running()
+            if _STARTED_UNDER is None or _forkserver_pid() != before:
+                _STARTED_UNDER = values
 
 
 _START_LOCK = threading.RLock()
@@ -143,6 +196,12 @@ def forkserver_ready() -> bool:
         return os.getpgid(pid) == pid
     except OSError:
         return False
+
+
+def running_pid() -> int | None:
+    """The pid of the running forkserver, None when none runs."""
+    pid = _forkserver_pid()
+    return pid if pid and _forkserver_alive(pid) else None
 
 
 def _forkserver_pid() -> int | None:

@@ -6,6 +6,11 @@ process-group leader and a child subreaper, and dies with the forkserver, which 
 process, however it dies (`lifeline`): a timeout, a cancellation, a dead peer or a dead owner kills
 everything the ranks started. Ranks rendezvous through a file in a private run directory, never on a
 network interface; `supervise` watches them and names the culprit when one fails or hangs.
+
+Each run captures the caller's environment, working directory and import path when it starts
+(`caller_context.CallerContext`); its job carries them to every rank, however the rank came to be
+(forked now, a spare, prepared, resident), and the rank applies them before anything else; ranks
+built under another context (prepared, resident) serve no run of this one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..runtime.rank_devices import resolve_backend, resolve_devices
 from ..runtime.run_result import DistributedRun, RankLifecycle, assemble_run
 from ..spec import MLIPSpec
 from . import lifeline, run_dirs, spares
+from .caller_context import CallerContext
 from .forkserver import main_hidden, process_context
 from .rank_main import _rank_entry
 from .resident import ResidentRanks, result_name, retiring
@@ -78,6 +84,9 @@ def run_distributed(
     run that ends well stay alive for the caller's next run, and a run of the same factory, world size,
     devices and backend is served by them (`resident.py`: no new process, no rendezvous; the user's
     modules imported afresh, the global state put back); a failed run stops them.
+    Every rank runs under this process's environment, working directory and `sys.path` as they are
+    when this call starts (`caller_context`; `env` and distcheck's own rank variables on top), and
+    prepared or resident ranks built under other ones are not used.
     """
     if os.environ.get("DISTCHECK_RANK") is not None:
         raise SetupError(
@@ -90,11 +99,14 @@ def run_distributed(
     the_spec = MLIPSpec.coerce(spec)
     devices = resolve_devices(device, world_size)
     resolved_backend = resolve_backend(backend, devices)
+    caller = CallerContext.capture()
     with lifeline.helpers_ignore_sigint():
         ctx = process_context(start_method)
-    kept = resident is not None and resident.serves(ref.describe(), world_size, devices, resolved_backend, env or {})
+    kept = resident is not None and resident.serves(
+        ref.describe(), world_size, devices, resolved_backend, env or {}, context=caller.key()
+    )
     if prepared is not None and (
-        kept or not prepared.matches(ref.describe(), the_spec.distribution.torchscript, world_size, devices)
+        kept or not prepared.matches(ref.describe(), the_spec.distribution.torchscript, world_size, devices, caller)
     ):
         prepared.discard()
         prepared = None
@@ -114,6 +126,7 @@ def run_distributed(
         "instrumentation_options": dict(instrumentation_options or {}),
         "env": dict(env or {}),
         "resident": resident is not None,
+        "caller": caller,
     }
     t_start = time.perf_counter()
 
@@ -158,7 +171,9 @@ def run_distributed(
         results = _results(procs, workdir, timeout_sec, t_start, finished, resident=resident is not None)
         t_done = time.perf_counter()
         if resident is not None and not retiring(results):  # the ranks wait for the caller's next run
-            resident.keep(procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {})
+            resident.keep(
+                procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {}, context=caller.key()
+            )
             keep = True
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool

@@ -1,14 +1,18 @@
 """The body of a rank process `run_distributed` starts: its first and last steps, the run (or, for a
 rank kept resident, the runs) it serves, its result and error files.
 
-A rank arms its lifeline, leads its own process group and logs to `rank<r>.log` (`start_child_process`,
-also the reference process's first step), rendezvouses through a file in the run directory, builds
-and runs the wrapper (`rank.prepare_rank`, `rank.forward_rank`), publishes `rank<r>.pt` atomically
-and exits, killing whatever the model started (`end_child_process`). A rank of a run started with
-`"resident": True` in its job (`resident.ResidentRanks`) instead waits for the next job after each
-result and serves it in the same process group, each run inside `isolation.isolated_global_state()`,
-with the import path, environment and working directory put back and the user's modules forgotten
-between runs (`resident.RankState`). An exception anywhere is written as
+A rank first takes on its caller's environment, working directory and import path as the job carries
+them (`caller_context`: the owner's at the start of the run, whatever process this is: forked now, a
+spare, prepared, resident), then arms its lifeline, leads its own process group and logs to
+`rank<r>.log` (`start_child_process`, also the reference process's first step), sets distcheck's own
+rank variables on top of the caller's (`configure_rank_process`), rendezvouses through a file in the
+run directory, builds and runs the wrapper (`rank.prepare_rank`, `rank.forward_rank`), publishes
+`rank<r>.pt` atomically and exits, killing whatever the model started (`end_child_process`). A rank
+of a run started with `"resident": True` in its job (`resident.ResidentRanks`) instead waits for the
+next job after each result and serves it in the same process group, each run inside
+`isolation.isolated_global_state()`, with the import path, environment and working directory put
+back and the user's modules forgotten between runs (`resident.RankState`), then the next job's caller
+context applied and the rank variables set again (`_enter_job`). An exception anywhere is written as
 `rank<r>.error.json` (`write_error`) and ends the process.
 """
 
@@ -29,6 +33,7 @@ from ..runtime.isolation import isolated_global_state
 from ..runtime.rank import configure_rank_process, error_record, forward_rank, prepare_rank
 from ..spec import MLIPSpec
 from . import lifeline
+from .caller_context import caller_of
 from .resident import RETIRING, RankState, next_job, result_name
 from .spares import child
 
@@ -73,6 +78,9 @@ def _rank_entry(rank: int, job: dict[str, Any]) -> None:
     workdir: str = job["workdir"]
     code = 1
     try:
+        caller = caller_of(job)
+        if caller is not None:  # before anything imports the user's code
+            caller.apply()
         if not child.started_in(workdir):  # a spare that built its wrapper ahead already did
             start_child_process(workdir, f"rank{rank}", job.get("owner"))
         _run_rank(rank, job)
@@ -90,7 +98,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
 
     workdir, world_size = job["workdir"], job["world_size"]
     device = torch.device(job["devices"][rank])
-    configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
+    configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)  # caller's applied
     ahead = _built_ahead(job)
     if ahead is not None and ahead.error is not None:
         # the factory failed while built ahead: say so now, before a rendezvous that would leave a peer
@@ -128,9 +136,19 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
         before.restore()  # path, environment, cwd; the user's modules forgotten: the next factory imports them
         served += 1
         job = next_job(workdir, served)
+        _enter_job(rank, world_size, device, job)
         rendezvous = 0.0
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
+
+
+def _enter_job(rank: int, world_size: int, device: torch.device, job: dict[str, Any]) -> None:
+    """A resident rank's next job, after its state was put back: the job's caller context, then the
+    rank's own variables on top, as a rank started for this job would have them."""
+    caller = caller_of(job)
+    if caller is not None:
+        caller.apply()
+    configure_rank_process(rank, world_size, device, job.get("env", {}), loopback=True)
 
 
 def _built_ahead(job: dict[str, Any]) -> child.Prebuilt | None:

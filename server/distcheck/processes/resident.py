@@ -30,7 +30,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,13 +84,20 @@ class ResidentRanks:
     devices: tuple[str, ...] = ()
 
     def serves(
-        self, factory: str, world_size: int, devices: Sequence[str], backend: str, env: Mapping[str, str]
+        self,
+        factory: str,
+        world_size: int,
+        devices: Sequence[str],
+        backend: str,
+        env: Mapping[str, str],
+        *,
+        context: Hashable = None,
     ) -> bool:
-        """Whether ranks are kept, all alive, for a run of this factory, world size, devices, backend and
-        rank environment."""
+        """Whether ranks are kept, all alive, for a run of this factory, world size, devices, backend,
+        rank environment and caller `context` (`caller_context.CallerContext.key`)."""
         return (
             self.run_dir is not None
-            and self.key == _key(factory, world_size, devices, backend, env)
+            and self.key == (*_key(factory, world_size, devices, backend, env), context)
             and all(p.exitcode is None for p in self.procs)
         )
 
@@ -108,11 +115,13 @@ class ResidentRanks:
         devices: Sequence[str],
         backend: str,
         env: Mapping[str, str],
+        *,
+        context: Hashable = None,
     ) -> None:
         """Take the ranks of a run that ended well (they now wait for a job) and their run directory."""
         self.release()
         self.procs, self.run_dir, self.devices = list(procs), run_dir, tuple(devices)
-        self.key = _key(factory, world_size, devices, backend, env)
+        self.key = (*_key(factory, world_size, devices, backend, env), context)
         self.jobs = 0
 
     def send(self, job: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..batch import Batch
+from ..environment import RANK
 from ..spec import MLIPSpec
 from . import beacon
 from .cpu_share import share
@@ -54,7 +55,7 @@ def configure_rank_process(
     NCCL on the loopback interface (every rank on this host) unless the user chose an interface.
     """
     os.environ.update(NCCL_SAFE_ENV)
-    os.environ["DISTCHECK_RANK"] = str(rank)
+    os.environ[RANK.name] = str(rank)
     if loopback:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")

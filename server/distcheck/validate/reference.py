@@ -1,4 +1,6 @@
-"""The single-process reference run, in a child process forked from the warm pool.
+"""The single-process reference run, in a child process forked from the warm pool (or a spare), under
+the caller's environment, working directory and `sys.path` as they are when `run_reference` starts
+(`processes.caller_context`: carried in its job, applied before the factory's module is imported).
 
 Besides the outputs it records what the validator needs to infer a spec and explain differences:
 which per-system reductions and per-edge aggregations the wrapper performs (a `TorchFunctionMode`
@@ -25,6 +27,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
 from ..processes import lifeline, run_dirs, spares
+from ..processes.caller_context import CallerContext, caller_of
 from ..processes.forkserver import main_hidden, process_context
 from ..processes.rank_main import end_child_process, start_child_process, write_error
 from ..processes.spares.learned import third_party_since
@@ -229,6 +232,9 @@ def _reference_entry(job: dict[str, Any]) -> None:
     workdir = job["workdir"]
     code = 1
     try:
+        caller = caller_of(job)
+        if caller is not None:  # the caller's environment, directory and path, before any user code
+            caller.apply()
         start_child_process(workdir, "rank0", job.get("owner"))
         os.environ["DISTCHECK_RANK"] = "reference"
         beacon.set_phase("reference")
@@ -302,7 +308,9 @@ def run_reference(
     is stopped when it raises. `ranks_beside`: how many ranks run at the same time as the child's
     forward (those of `while_running`); the forward then takes its share of the cores (`cpu_share`).
     Returns as soon as the child has handed over its outputs; the child measures the receptive field
-    on (`ReferenceRun.field`), within the same bound, with its own threads again."""
+    on (`ReferenceRun.field`), within the same bound, with its own threads again. The child runs under
+    this process's environment, working directory and `sys.path` as they are when this call starts."""
+    caller = CallerContext.capture()  # before anything of this run starts
     run_dir = run_dirs.make_run_dir("ref")
     workdir = run_dir.path
     job = {
@@ -315,6 +323,7 @@ def run_reference(
         "helper_sample_every": helper_sample_every,
         "layer_diagnostic": layer_diagnostic,
         "threads": share(1 + ranks_beside) if ranks_beside else None,
+        "caller": caller,
     }
     result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []

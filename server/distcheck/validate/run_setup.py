@@ -20,6 +20,7 @@ import torch
 
 from .. import __version__
 from ..batch import Batch, as_batch
+from ..environment import Settings, read_settings
 from ..option_check import OptionError, Tolerance, check_options, unknown_tolerance_keys, with_default
 from ..options import OPTIONS, option
 from ..rank_limits import check_world_size
@@ -62,7 +63,8 @@ class ValidationRequest:
 class RunSetup:
     """A validation's settled inputs: `requested` the watched packages asked for, `watched` those that
     exist (only they travel to the ranks), `opts` what the comparison reads, `meta` the report's
-    `meta` so far, `t_start` when the validation began (`time.perf_counter`)."""
+    `meta` so far, `t_start` when the validation began (`time.perf_counter`), `settings` the
+    environment's switches as they were then (`distcheck.environment`: read once, passed down)."""
 
     ref: FactoryRef
     batch: Batch
@@ -76,13 +78,16 @@ class RunSetup:
     opts: dict[str, Any]
     meta: ReportMeta
     t_start: float
+    settings: Settings
 
 
 def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunSetup:
     """Check every option (one `OptionError` naming the first bad one), read the factory and the sample,
     resolve devices and backend (a launched job's `session` gives its own), check the rank count and
-    parse the prior `spec`; nothing is started."""
+    parse the prior `spec`, and read the environment's switches (`RunSetup.settings`, once for the whole
+    validation; an unreadable one warns and takes its default); nothing is started."""
     t_start = time.perf_counter()
+    settings = read_settings()
     r = request
     world_size, device, atol, rtol, backend, spec = r.world_size, r.device, r.atol, r.rtol, r.backend, r.spec
     watched_helper_packages, allow_oversubscribe = r.watched_helper_packages, r.allow_oversubscribe
@@ -145,6 +150,7 @@ def settle_run(request: ValidationRequest, session: GroupSession | None) -> RunS
         opts={"atol": atol, "rtol": rtol, "layer_diagnostic": r.layer_diagnostic},
         meta=meta,
         t_start=t_start,
+        settings=settings,
     )
 
 

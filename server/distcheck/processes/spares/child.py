@@ -11,10 +11,12 @@ from the target's previous validation) and the kernels of the operator families 
 process that had no warm spare yet) runs its job once its CUDA context is up, and the job loads what
 it needs itself. It imports no user module. Then it waits on its pipe:
 
-- `("build", {...})`: become rank `rank` of a coming run (its log, beacon and environment in that
-  run's directory), import the factory's module and build the wrapper now, keep it for the run;
-- `("run", target, args, context)`: adopt the owner's `sys.path` and working directory and run
-  `target(*args)` (a rank or reference body, which ends the process);
+- `("build", {...})`: take on the caller context the order carries (the owner's environment,
+  working directory and `sys.path` when the run was prepared: `caller_context`), become rank `rank`
+  of a coming run (its log, beacon and rank variables in that run's directory), import the factory's
+  module and build the wrapper now, keep it for the run;
+- `("run", target, args, context)`: take on the caller context (the job's) and run `target(*args)`
+  (a rank or reference body, which applies its job's context again first and ends the process);
 - `("exit",)`, EOF, or nothing for `idle_timeout_s`: exit.
 
 So each spare runs exactly one job: every rank still starts pristine, only earlier.
@@ -26,7 +28,6 @@ import contextlib
 import importlib
 import os
 import pickle
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...runtime import beacon
 from .. import lifeline
+from ..caller_context import CallerContext
 from . import warmup
 
 if TYPE_CHECKING:
@@ -253,12 +255,11 @@ def _serve(conn: Connection, idle_timeout_s: float) -> None:
             return
 
 
-def _adopt(context: dict[str, Any]) -> None:
-    """The owner's import path and working directory at the moment it handed over the job, as a
-    process it forked then would have had."""
-    sys.path[:] = list(context.get("sys_path", sys.path))
-    with contextlib.suppress(OSError, KeyError):
-        os.chdir(context["cwd"])
+def _adopt(context: Any) -> None:
+    """The caller's environment, working directory and import path the job carries (`CallerContext`),
+    as a process the caller started when the run started would have had them."""
+    if isinstance(context, CallerContext):
+        context.apply()
 
 
 def _build(order: dict[str, Any]) -> None:
@@ -272,7 +273,7 @@ def _build(order: dict[str, Any]) -> None:
     from ...spec import MLIPSpec
     from ..rank_main import start_child_process
 
-    _adopt(order)
+    _adopt(order.get("caller"))  # before the factory's module is imported
     workdir, rank = order["workdir"], int(order["rank"])
     start_child_process(workdir, f"rank{rank}", order.get("owner"))
     _started_in = workdir

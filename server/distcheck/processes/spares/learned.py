@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...cache_home import cache_dir
+from ...environment import read_settings
 from ...runtime.module_namespace import module_file, namespace
 
 __all__ = [
@@ -144,7 +145,7 @@ def packages_for(target: str | None) -> list[str]:
     """The packages to import ahead for `target` (the factory as the user wrote it): those its model
     imported last time in this environment (a changed package's entry is dropped), then those in
     DISTCHECK_SPARE_PACKAGES."""
-    named = [m.strip() for m in os.environ.get("DISTCHECK_SPARE_PACKAGES", "").split(",") if m.strip()]
+    named = list(read_settings().spare_packages)
     learned: list[str] = []
     if target:
         entry = _read().get("targets", {}).get(target, {})

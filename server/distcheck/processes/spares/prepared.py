@@ -1,12 +1,15 @@
 """Ranks built ahead: a validation's first attempt, prepared while its reference run runs.
 
 `prepare_ranks` claims one spare per rank, gives them the attempt's run directory now and has each
-become its rank and build the wrapper (`spares.child`: log, beacon, environment, TorchScript mode,
-`model_factory()`), so that when the spec is known `run_distributed(..., prepared=...)` only
-rendezvouses, partitions and runs the forward. A spare's wrapper is used only for the run it was
-built for (same factory, TorchScript mode, world size and devices); otherwise the prepared ranks
-are discarded and the run starts as usual. A factory that fails or hangs while building ahead is
-reported by that run, in phase `factory`, as it would have been without spares. No torch.
+become its rank and build the wrapper (`spares.child`: the caller context, log, beacon, environment,
+TorchScript mode, `model_factory()`), so that when the spec is known `run_distributed(...,
+prepared=...)` only rendezvouses, partitions and runs the forward. The spares build under the
+caller's environment, working directory and `sys.path` as they are when `prepare_ranks` is called
+(`caller_context.CallerContext`), since the build imports the user's module. A spare's wrapper is
+used only for the run it was built for (same factory, TorchScript mode, world size, devices and
+caller context); otherwise the prepared ranks are discarded and the run starts as usual. A factory
+that fails or hangs while building ahead is reported by that run, in phase `factory`, as it would
+have been without spares. No torch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import run_dirs
+from ..caller_context import CallerContext
 from . import pool, rank_counts, roomy
 from .process import Spare
 from .settings import enabled
@@ -35,14 +39,18 @@ class PreparedRanks:
     torchscript: str
     world_size: int
     devices: list[str]
+    caller: CallerContext = field(default_factory=CallerContext)
     used: bool = field(default=False)
 
-    def matches(self, factory: str, torchscript: str, world_size: int, devices: Sequence[str]) -> bool:
-        """Whether these ranks were built for exactly this run (and are all still there)."""
+    def matches(
+        self, factory: str, torchscript: str, world_size: int, devices: Sequence[str], caller: CallerContext
+    ) -> bool:
+        """Whether these ranks were built for exactly this run, under the run's caller context (and are all
+        still there)."""
         return (
             not self.used
-            and (factory, torchscript, world_size, list(devices))
-            == (self.factory, self.torchscript, self.world_size, self.devices)
+            and (factory, torchscript, world_size, list(devices), caller)
+            == (self.factory, self.torchscript, self.world_size, self.devices, self.caller)
             and all(s.exitcode is None for s in self.spares)
         )
 
@@ -65,16 +73,18 @@ def prepare_ranks(
     factory: Any, spec: dict[str, Any], world_size: int, devices: Sequence[str], env: dict[str, str] | None = None
 ) -> PreparedRanks | None:
     """Claim `world_size` spares and have each build rank r's wrapper for a run of `factory` (a
-    `FactoryRef`) under `spec` (the TorchScript mode and what the ranks read before the spec is final);
-    None when spares are off. Returns at once: the spares build in parallel."""
+    `FactoryRef`) under `spec` (the TorchScript mode and what the ranks read before the spec is final),
+    in this process's environment, working directory and `sys.path` now; None when spares are off.
+    Returns at once: the spares build in parallel."""
     if not enabled():
         return None
     from ...spec import MLIPSpec
 
+    caller = CallerContext.capture()
     torchscript = MLIPSpec.from_dict(spec).distribution.torchscript
     run_dir = run_dirs.make_run_dir("run")
     spares: list[Spare] = []
-    prepared = PreparedRanks(run_dir, spares, factory.describe(), torchscript, world_size, list(devices))
+    prepared = PreparedRanks(run_dir, spares, factory.describe(), torchscript, world_size, list(devices), caller)
     try:
         for r, device in enumerate(devices):
             spare = pool().claim(device)
@@ -91,6 +101,7 @@ def prepare_ranks(
                 "spec": spec,
                 "owner": os.getpid(),
                 "env": dict(env or {}),
+                "caller": caller,
             }
             if not spare.build(order):
                 prepared.discard()

@@ -2,21 +2,23 @@
 
 `Spare` has the process interface `supervise` and `stop_all` use, reads the spare's warm-up report
 (`ready`), and hands it a job: `build` (become a rank of a coming run, `spares.child`), `bind` +
-`start` (run a rank or reference body), `retire` (exit). A spare found dead when its job is handed
-over is replaced by a process forked then, so the caller sees one process either way. What the spare
-does on its side is in `spares.child`. No torch.
+`start` (run a rank or reference body), `retire` (exit). Both messages carry the caller context of
+the job (`caller_context.CallerContext`: the owner's environment, working directory and `sys.path`
+when its run started), which the spare applies before anything else. A spare found dead when its job
+is handed over is replaced by a process forked then, so the caller sees one process either way (a
+spare of a forkserver that was restarted reads as dead). What the spare does on its side is in
+`spares.child`. No torch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ..caller_context import CallerContext, caller_of
 from ..forkserver import main_hidden
 
 __all__ = ["Spare", "inherited"]
@@ -87,8 +89,9 @@ class Spare:
             return False
 
     def build(self, order: dict[str, Any]) -> bool:
-        """Have the spare become a rank of a coming run and build its wrapper now (`spares.child`)."""
-        self.built = self._send(("build", {**order, **inherited()}))
+        """Have the spare become a rank of a coming run and build its wrapper now (`spares.child`), under
+        the order's caller context (this process's now when it carries none)."""
+        self.built = self._send(("build", {**order, "caller": caller_of(order) or inherited()}))
         return self.built
 
     def bind(self, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Spare:
@@ -101,7 +104,7 @@ class Spare:
         process forked now with the same job, so the caller sees one process either way."""
         assert self._job is not None, "bind a job first"
         target, args, name = self._job
-        if self.exitcode is None and self._send(("run", target, args, inherited())):
+        if self.exitcode is None and self._send(("run", target, args, _job_caller(args))):
             self._close_conn()
             return
         self._close_conn()
@@ -127,6 +130,16 @@ class Spare:
             self._conn = None
 
 
-def inherited() -> dict[str, Any]:
-    """What a process forked now would have inherited and a spare adopts: the import path, the cwd."""
-    return {"sys_path": list(sys.path), "cwd": os.getcwd()}
+def inherited() -> CallerContext:
+    """What a process this one started now would have: its environment, working directory, import path."""
+    return CallerContext.capture()
+
+
+def _job_caller(args: tuple[Any, ...]) -> CallerContext:
+    """The caller context of the job among a body's arguments (`(rank, job)` or `(job,)`), else now's."""
+    for arg in args:
+        if isinstance(arg, dict):
+            found = caller_of(arg)
+            if found is not None:
+                return found
+    return inherited()

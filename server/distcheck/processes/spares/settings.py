@@ -1,23 +1,16 @@
-"""What the environment says about spares: whether runs use them, and the pool's bounds.
+"""What the environment says about spares, resident ranks, the first attempt run ahead, the field and
+bytecode caches: thin reads of the environment record (`distcheck.environment`, where every
+`DISTCHECK_*` variable, its kind, default and meaning is declared, and docs/environment.md lists them).
 
-DISTCHECK_SPARES=0 turns spares off (every process forked as before); a start method other than
-forkserver (DISTCHECK_START_METHOD) does too. DISTCHECK_SPARES_MAX (spares held at most, 8),
-DISTCHECK_SPARES_MAX_GPU_MB (their GPU memory, unbounded by default), DISTCHECK_SPARES_IDLE_S (how long
-an idle spare or a want lasts, 600 s) and DISTCHECK_SPARES_KEEP_S (keep warm between validations for
-that long, as `spares.keep_warm` does) are read when the pool is made. DISTCHECK_RESIDENT_RANKS=0 starts
-every run of a validation in new ranks instead of keeping its ranks for the next run (`resident`);
-DISTCHECK_ATTEMPT_AHEAD=0 waits for the reference before the first attempt starts, =1 never waits, unset
-waits only where there are fewer cores than processes to run at once (`attempt_ahead`).
-DISTCHECK_FIELD_CACHE=0 measures the receptive field in every validation instead of taking one
-remembered for the same model and sample (`validate/field_cache.py`). DISTCHECK_BYTECODE_CACHE=0 keeps
-distcheck's processes from keeping the bytecode of packages installed without it in distcheck's cache
-(`bytecode_cache`). No torch.
+Each function takes the `Settings` a validation read when it started (`RunSetup.settings`) or, without
+them, reads the environment now (`read_settings`). No torch.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from ...environment import Settings, read_settings
 
 __all__ = [
     "MIB",
@@ -33,56 +26,49 @@ __all__ = [
 MIB = 1024 * 1024
 
 
-_OFF = ("0", "false", "no", "off")
-_ON = ("1", "true", "yes", "on")
+def _now(settings: Settings | None, warn: bool = True) -> Settings:
+    return settings if settings is not None else read_settings(warn=warn)
 
 
-def _off(name: str) -> bool:
-    return os.environ.get(name, "1").strip().lower() in _OFF
+def resident_enabled(settings: Settings | None = None) -> bool:
+    """Whether a validation keeps its ranks alive between its runs (DISTCHECK_RESIDENT_RANKS)."""
+    return _now(settings).resident_ranks
 
 
-def resident_enabled() -> bool:
-    """Whether a validation keeps its ranks alive between its runs (not turned off by
-    DISTCHECK_RESIDENT_RANKS=0)."""
-    return not _off("DISTCHECK_RESIDENT_RANKS")
+def field_cache_enabled(settings: Settings | None = None) -> bool:
+    """Whether a validation may take a receptive field remembered for its model and sample
+    (DISTCHECK_FIELD_CACHE)."""
+    return _now(settings).field_cache
 
 
-def field_cache_enabled() -> bool:
-    """Whether a validation may take a receptive field remembered for its model and sample (not turned
-    off by DISTCHECK_FIELD_CACHE=0)."""
-    return not _off("DISTCHECK_FIELD_CACHE")
-
-
-def bytecode_cache_enabled() -> bool:
+def bytecode_cache_enabled(settings: Settings | None = None) -> bool:
     """Whether distcheck's processes may keep the bytecode of packages installed without it in
-    distcheck's cache (not turned off by DISTCHECK_BYTECODE_CACHE=0)."""
-    return not _off("DISTCHECK_BYTECODE_CACHE")
+    distcheck's cache (DISTCHECK_BYTECODE_CACHE). Read in the process pool too: it warns nothing (the
+    caller's validation does)."""
+    return _now(settings, warn=False).bytecode_cache
 
 
-def attempt_ahead_enabled(world_size: int) -> bool:
+def attempt_ahead_enabled(world_size: int, settings: Settings | None = None) -> bool:
     """Whether a validation of `world_size` ranks may run its first attempt while its reference runs,
-    under the spec its target's last validation started with: DISTCHECK_ATTEMPT_AHEAD=1 always, =0
-    never; unset, when this process may run on a core for the reference and one for each rank (they
-    run at once; on fewer they only take turns, and the overlap gains nothing)."""
-    value = os.environ.get("DISTCHECK_ATTEMPT_AHEAD", "").strip().lower()
-    if value in _OFF:
-        return False
-    if value in _ON:
-        return True
+    under the spec its target's last validation started with: DISTCHECK_ATTEMPT_AHEAD on always, off
+    never; unset (auto), when this process may run on a core for the reference and one for each rank
+    (they run at once; on fewer they only take turns, and the overlap gains nothing)."""
+    forced = _now(settings).attempt_ahead
+    if forced is not None:
+        return forced
     from ...rank_limits import usable_cores
 
     return usable_cores() >= world_size + 1
 
 
-def enabled() -> bool:
-    """Whether runs use spares: not turned off by DISTCHECK_SPARES=0, and ranks start from a forkserver
-    (the only pool a spare can be forked from without inheriting an initialised CUDA)."""
-    if _off("DISTCHECK_SPARES"):
-        return False
-    method = os.environ.get("DISTCHECK_START_METHOD")
+def enabled(settings: Settings | None = None) -> bool:
+    """Whether runs use spares: DISTCHECK_SPARES on, and ranks start from a forkserver
+    (DISTCHECK_START_METHOD: the only pool a spare can be forked from without inheriting an
+    initialised CUDA)."""
+    s = _now(settings)
     import multiprocessing as mp
 
-    return (method or "forkserver") == "forkserver" and "forkserver" in mp.get_all_start_methods()
+    return s.spares and s.start_method_in_use() == "forkserver" and "forkserver" in mp.get_all_start_methods()
 
 
 @dataclass(frozen=True)
@@ -95,19 +81,14 @@ class PoolBounds:
     keep_s: float | None
 
 
-def pool_bounds() -> PoolBounds:
-    """The bounds the environment asks for now; an unset or unreadable variable takes its default."""
-    gpu_mb = _env_float("DISTCHECK_SPARES_MAX_GPU_MB", None)
+def pool_bounds(settings: Settings | None = None) -> PoolBounds:
+    """The bounds the environment asks for now (DISTCHECK_SPARES_MAX, DISTCHECK_SPARES_MAX_GPU_MB,
+    DISTCHECK_SPARES_IDLE_S, DISTCHECK_SPARES_KEEP_S); an unset or unreadable variable takes its default."""
+    s = _now(settings)
+    gpu_mb = s.spares_max_gpu_mb
     return PoolBounds(
-        max_spares=int(_env_float("DISTCHECK_SPARES_MAX", 8) or 8),
+        max_spares=s.spares_max,
         max_gpu_bytes=int(gpu_mb * MIB) if gpu_mb is not None else None,
-        idle_timeout_s=float(_env_float("DISTCHECK_SPARES_IDLE_S", 600.0) or 600.0),
-        keep_s=_env_float("DISTCHECK_SPARES_KEEP_S", None),
+        idle_timeout_s=s.spares_idle_s,
+        keep_s=s.spares_keep_s,
     )
-
-
-def _env_float(name: str, default: float | None) -> float | None:
-    try:
-        return float(os.environ[name])
-    except (KeyError, ValueError):
-        return default
