@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import importguard
+from ..environment import read_settings
 from ..runtime.module_namespace import PRELOAD_RECORD
 from . import lifeline
 from .caller_context import start_time_values
@@ -70,8 +71,7 @@ def preload_modules() -> list[str]:
 
 def extra_preload() -> list[str]:
     """The modules DISTCHECK_PRELOAD names (comma-separated) for the forkserver beside distcheck's own."""
-    extra = [m.strip() for m in os.environ.get("DISTCHECK_PRELOAD", "").split(",") if m.strip()]
-    return [m for m in dict.fromkeys(extra) if m not in BASE_PRELOAD]
+    return [m for m in read_settings(warn=False).preload if m not in BASE_PRELOAD]
 
 
 def process_context(method: str | None = None) -> Any:
@@ -81,9 +81,7 @@ def process_context(method: str | None = None) -> Any:
     imports go on in the background); the first process started from it waits for them. A forkserver
     started under other values of the start-time variables than this process has now is restarted
     first (see the module docstring)."""
-    method = method or os.environ.get("DISTCHECK_START_METHOD")
-    if method is None:
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    method = method or read_settings().start_method_in_use()
     with _START_LOCK:  # no process forked between the restart and the new forkserver's start
         if method not in _CONTEXTS:
             ctx = mp.get_context(method)

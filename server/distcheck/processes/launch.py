@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ..batch import as_batch
+from ..environment import read_settings
 from ..option_check import check_options
 from ..runtime.errors import SetupError
 from ..runtime.factory import FactoryRef, resolve_factory
@@ -88,7 +89,7 @@ def run_distributed(
     when this call starts (`caller_context`; `env` and distcheck's own rank variables on top), and
     prepared or resident ranks built under other ones are not used.
     """
-    if os.environ.get("DISTCHECK_RANK") is not None:
+    if read_settings().rank is not None:
         raise SetupError(
             "run_distributed was called inside a rank process: the module holding the factory starts a "
             'validation when imported. Guard that code with `if __name__ == "__main__":`'

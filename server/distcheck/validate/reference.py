@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
+from ..environment import RANK
 from ..processes import lifeline, run_dirs, spares
 from ..processes.caller_context import CallerContext, caller_of
 from ..processes.forkserver import main_hidden, process_context
@@ -236,7 +237,7 @@ def _reference_entry(job: dict[str, Any]) -> None:
         if caller is not None:  # the caller's environment, directory and path, before any user code
             caller.apply()
         start_child_process(workdir, "rank0", job.get("owner"))
-        os.environ["DISTCHECK_RANK"] = "reference"
+        os.environ[RANK.name] = "reference"
         beacon.set_phase("reference")
         own_threads = torch.get_num_threads()
         if job.get("threads"):  # the first attempt's ranks run beside the forward
