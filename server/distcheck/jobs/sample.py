@@ -6,6 +6,12 @@ A Python sample (a callable or a batch object) is called and, when `dtype` is se
 validation then fails on a float32/float64 mismatch, `add_dtype_hint` names the `dtype` that fixes it.
 Hints name what the caller can change, in its `Vocabulary` (`--dtype` for the CLI, the pyproject target's
 `dtype =` for the editor).
+
+The user's sample function runs as in a fresh process (with whatever its module set up); distcheck's
+own handling of what it returns (the conversion to a `Batch`, the cast) runs inside
+`runtime.pristine.shielded()`, out of reach of a torch-function mode or global module hook the user's
+code left behind. In the editor's runner no other target's code ever ran in the same process
+(`jobs.runner`: one target per runner).
 """
 
 from __future__ import annotations
@@ -162,8 +168,11 @@ def load_sample(target: Target, factory: Any, words: Vocabulary = CLI) -> tuple[
                 f"calling the sample {reference!r} raised {type(exc).__name__}: {exc}{where_raised(exc)}",
                 "fix the sample function (it is called with no arguments)",
             ) from exc
+    from ..runtime.pristine import shielded
+
     try:
-        batch = as_batch(obj)
+        with shielded():
+            batch = as_batch(obj)
     except (TypeError, ValueError) as exc:
         raise ConfigError(
             f"the sample {reference!r} is not a batch: {exc}",
@@ -171,7 +180,8 @@ def load_sample(target: Target, factory: Any, words: Vocabulary = CLI) -> tuple[
         ) from exc
     info = source_of(source, reference)
     if dtype is not None:
-        batch = batch.to(dtype=dtype)
+        with shielded():
+            batch = batch.to(dtype=dtype)
         info["dtype"] = str(dtype).removeprefix("torch.")
     return batch, info
 

@@ -125,7 +125,7 @@ def _run_rank(rank: int, job: dict[str, Any]) -> None:
             result = _one_run(rank, job, device, rendezvous)
         # a setting the model changed cannot be put back: this rank serves no other run (the owner reads
         # that from the result, so it never sends this process another job)
-        result[RETIRING] = bool(getattr(guard, "unrestored", None))
+        result[RETIRING] = list(getattr(guard, "unrestored", None) or [])  # why, one line each ([]: it may)
         tmp = os.path.join(workdir, result_name(rank) + ".tmp")
         torch.save(result, tmp)
         os.replace(tmp, os.path.join(workdir, result_name(rank)))

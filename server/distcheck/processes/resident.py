@@ -17,7 +17,12 @@ Every run still starts pristine where it matters:
 - torch's, numpy's and Python's global state (default dtype, grad mode, determinism, generators, ...)
   is put back after each run (`isolation.isolated_global_state`), and so are the import path, the
   environment variables and the working directory (`RankState`); a run that changed what cannot be put
-  back (torch's inter-op threads) retires its ranks (`RETIRING` in their results).
+  back retires its ranks (`RETIRING` in their results, with why): torch's inter-op threads, and
+  torch's own surface, which importing the user's module again would change a second time (a torch
+  function or `torch.Tensor` method it wrapped, a global module hook, an op it registered:
+  `isolation.torch_surface`). The next run then starts in fresh ranks, where that import applies
+  once, as in a fresh process; the attempt's timings count the retired ranks
+  (`run_result.RETIRED_TIMING`) and `DistributedRun.retired` says what changed.
 
 Third-party packages stay imported, as they are in a spare. A run that fails (a rank raised, hung or
 died) stops its ranks: the next run starts fresh ones. The owner releases the ranks when it ends,
@@ -50,8 +55,9 @@ __all__ = [
 ]
 
 RETIRING = "retiring"
-"""The key of a rank's result that says it serves no further run: its model changed process state that
-cannot be put back (`isolation.GlobalStateGuard.unrestored`)."""
+"""The key of a rank's result that says it serves no further run: the reasons its model changed process
+state that cannot be put back or would change again on a re-import
+(`isolation.GlobalStateGuard.unrestored`, one line each; [] or absent: it may serve another)."""
 
 POLL_S = 0.002
 """How often a waiting rank looks for its next job."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ..spec import MLIPSpec
+from . import pristine as P
 from .model import WrapperError
 
 __all__ = ["Consolidated", "RankRows", "consolidate", "infer_output_kind"]
@@ -51,7 +52,8 @@ def consolidate(
     per_graph: the replicated value of rank 0 (or the sum over ranks for `all_reduce_outputs`);
     per_node: each atom's owned row (`owned_only_outputs`) or the sum of all its copies' rows;
     global: rank 0's value. `replica_spread[name]` is the largest difference between ranks for
-    outputs taken from rank 0 (0.0 when every rank agrees).
+    outputs taken from rank 0 (0.0 when every rank agrees). Computed through `pristine` (none of it
+    goes through a torch function the user's code may have replaced).
 
     Outputs that cannot be combined raise `WrapperError` naming the output and the rank: an output
     some ranks returned and others did not, a per-node output without one row per local atom, an
@@ -59,6 +61,17 @@ def consolidate(
     """
     if not rank_outputs:
         raise ValueError("no rank outputs to consolidate")
+    with P.shielded():
+        return _consolidate(rank_outputs, rows, spec, num_atoms, num_systems)
+
+
+def _consolidate(
+    rank_outputs: Sequence[Mapping[str, torch.Tensor]],
+    rows: Sequence[RankRows],
+    spec: MLIPSpec,
+    num_atoms: int,
+    num_systems: int,
+) -> Consolidated:
     names = list(rank_outputs[0].keys())
     _check_same_names(rank_outputs, names)
     outputs: dict[str, torch.Tensor] = {}
@@ -76,9 +89,9 @@ def consolidate(
                 outputs[name] = _per_node(name, values, rows, spec, num_atoms, why)
             elif name in spec.all_reduce_outputs:
                 _check_same_shape(name, values, "all-reduced (all_reduce_outputs)")
-                outputs[name] = torch.stack(values).sum(dim=0)
+                outputs[name] = P.sum(P.stack(values), dim=0)
             else:
-                outputs[name] = first.clone()
+                outputs[name] = P.clone(first)
                 spread[name] = max((_spread(v, first) for v in values[1:]), default=0.0)
         except RuntimeError as exc:  # dtypes or devices torch cannot combine
             raise WrapperError(
@@ -129,12 +142,12 @@ def _per_node(
             )
     _check_same_shape(name, values, "per-node", trailing=True)
     first = values[0]
-    glob = first.new_zeros((num_atoms, *first.shape[1:]))
+    glob = P.new_zeros(first, (num_atoms, *first.shape[1:]))
     for val, rr in zip(values, rows):
         if name in spec.owned_only_outputs:
-            glob[rr.local_ids[rr.owned_mask]] = val[rr.owned_mask]
+            P.setitem(glob, P.getitem(rr.local_ids, rr.owned_mask), P.getitem(val, rr.owned_mask))
         else:
-            glob.index_add_(0, rr.local_ids, val)
+            P.index_add_(glob, 0, rr.local_ids, val)
     return glob
 
 
@@ -160,6 +173,6 @@ def _shapes(values: Sequence[torch.Tensor]) -> str:
 def _spread(value: torch.Tensor, reference: torch.Tensor) -> float:
     if value.shape != reference.shape:
         return float("inf")
-    if value.numel() == 0:
+    if P.numel(value) == 0:
         return 0.0
-    return float((value.to(torch.float64) - reference.to(torch.float64)).abs().max())
+    return P.float_of(P.amax(P.abs(P.sub(P.to(value, P.float64), P.to(reference, P.float64)))))

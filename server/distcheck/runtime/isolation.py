@@ -25,6 +25,24 @@ inside this guard. The reference process, and a rank's first attempt, are fresh 
 A setting that cannot be restored is named in `GlobalStateGuard.unrestored` (and reported through
 `on_unrestored`, stderr by default); leaving the block never raises because of it. Environment variables,
 `sys.path` and imported modules are not covered (the runner purges the user's modules itself).
+
+What is never put back but only detected (`torch_surface`, compared on exit, each change named in
+`unrestored` too): torch's own surface, which a model module may change when it is imported or when
+its factory runs, and which importing it again (the next run re-imports the user's modules) would
+change a second time:
+
+- the attributes of `torch`, `torch.Tensor`, `torch.nn.functional`, `torch.nn.Module`, `torch.linalg`,
+  `torch.autograd` and `torch.distributed` (a function wrapped or replaced: identity of the objects;
+  an attribute removed, or added unless it is a submodule);
+- the global module hooks (`torch.nn.modules.module._global_*`: forward, pre-forward, backward and
+  registration hooks, by their handles' keys);
+- the ops registered from Python (`torch.library` definitions and implementations, `custom_op`s,
+  `torch.ops.load_library`) and the torch-function / dispatch mode stacks left pushed.
+
+A process that saw such a change serves no further run (a resident rank retires, the editor's runner
+exits after its reply): the next run starts in a fresh process, where the import applies once, as in
+the fresh process the report must equal. Where user code is imported before the guard is entered (a
+spare that builds the wrapper ahead), `mark_before_user_code()` takes that baseline first.
 """
 
 from __future__ import annotations
@@ -32,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,9 +59,140 @@ from typing import Any
 
 import torch
 
-__all__ = ["GlobalStateGuard", "isolated_global_state"]
+__all__ = [
+    "GlobalStateGuard",
+    "TorchSurface",
+    "isolated_global_state",
+    "mark_before_user_code",
+    "surface_changes",
+    "torch_surface",
+]
 
 _MISSING = object()
+
+_NAMESPACES = (
+    "torch",
+    "torch.Tensor",
+    "torch.nn.functional",
+    "torch.nn.Module",
+    "torch.linalg",
+    "torch.autograd",
+    "torch.distributed",
+)
+"""Where a model module replaces torch functions (`torch.Tensor` and `torch.nn.Module` are classes)."""
+
+_IGNORED = frozenset({"__warningregistry__"})
+"""Names torch's own code adds to a namespace as it runs."""
+
+MAX_NAMED = 6
+"""At most this many changed names per kind of change are listed one by one."""
+
+
+@dataclass(frozen=True)
+class TorchSurface:
+    """What of torch's global state user code can change and a re-import would change again: each
+    namespace's attributes (the objects), the global module hooks (their keys), the Python-registered
+    ops and the mode stacks' depths. Cheap to take (well under a millisecond)."""
+
+    attributes: dict[str, dict[str, Any]]
+    hooks: dict[str, Any]
+    ops: dict[str, Any]
+    modes: tuple[int, int]
+
+
+def _namespace(name: str) -> Any:
+    """The module or class `name` names, if imported (never imports anything)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    module, _, attr = name.rpartition(".")
+    owner = sys.modules.get(module) if module else None
+    return getattr(owner, attr, None) if owner is not None else None
+
+
+def _ops() -> dict[str, Any]:
+    library = sys.modules.get("torch.library")
+    custom = sys.modules.get("torch._library.custom_ops")
+    return {
+        "torch.library definitions": frozenset(getattr(library, "_defs", ()) or ()),
+        "torch.library implementations": len(getattr(library, "_impls", ()) or ()),
+        "custom ops": frozenset(getattr(custom, "OPDEFS", {}) or {}),
+        "loaded op libraries": frozenset(getattr(torch.ops, "loaded_libraries", ()) or ()),
+    }
+
+
+def torch_surface() -> TorchSurface:
+    """torch's surface now (see the module docstring)."""
+    attributes = {}
+    for name in _NAMESPACES:
+        found = _namespace(name)
+        if found is not None:
+            attributes[name] = dict(vars(found))
+    hooks: dict[str, Any] = {}
+    module = sys.modules.get("torch.nn.modules.module")
+    for name, value in vars(module).items() if module is not None else ():
+        if name.startswith("_global_"):
+            hooks[name] = tuple(value) if isinstance(value, dict) else value
+    modes = (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+    return TorchSurface(attributes, hooks, _ops(), modes)
+
+
+def _inherited(space: str) -> set[str]:
+    """The attribute names the class `space` names inherits from its bases ({} for a module)."""
+    found = _namespace(space)
+    if not isinstance(found, type):
+        return set()
+    return {name for base in found.__mro__[1:] for name in vars(base)}
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def surface_changes(before: TorchSurface, after: TorchSurface) -> list[str]:
+    """What changed between two `torch_surface()`s, one line per kind of change ([] when nothing did)."""
+    found: list[str] = []
+    for space, was in before.attributes.items():
+        now = after.attributes.get(space, {})
+        replaced = [f"{space}.{k}" for k, v in was.items() if k in now and now[k] is not v and k not in _IGNORED]
+        removed = [f"{space}.{k}" for k in was if k not in now and k not in _IGNORED]
+        fresh = [
+            k for k, v in now.items() if k not in was and k not in _IGNORED and not isinstance(v, types.ModuleType)
+        ]
+        inherited = _inherited(space) if fresh else set()  # a class's new attribute shadowing a base's replaces it
+        replaced += [f"{space}.{k}" for k in fresh if k in inherited]
+        added = [f"{space}.{k}" for k in fresh if k not in inherited]
+        for names, what in ((replaced, "replaced"), (removed, "removed"), (added, "added")):
+            if names:
+                found.append(f"{_listed(names)} {'was' if len(names) == 1 else 'were'} {what}")
+    hooks = sorted(k for k in set(before.hooks) | set(after.hooks) if before.hooks.get(k) != after.hooks.get(k))
+    if hooks:
+        found.append(f"global module hooks changed ({', '.join(f'torch.nn.modules.module.{h}' for h in hooks)})")
+    for kind, had in before.ops.items():
+        has = after.ops.get(kind)
+        if has != had:
+            new: list[Any] = sorted(has - had) if isinstance(has, frozenset) and isinstance(had, frozenset) else []
+            found.append(f"{kind} changed" + (f" ({_listed([str(n) for n in new])} registered)" if new else ""))
+    if after.modes != before.modes:
+        found.append(f"torch-function / dispatch modes left pushed (stack depths {before.modes} -> {after.modes})")
+    return found
+
+
+_mark: TorchSurface | None = None
+
+
+def mark_before_user_code() -> None:
+    """Take torch's surface now, before this process imports user code outside a guard (a spare that
+    builds a rank's wrapper ahead of its run): the next guard entered compares with it, not with its
+    own entry."""
+    global _mark
+    _mark = torch_surface()
+
+
+def _take_mark() -> TorchSurface | None:
+    global _mark
+    found, _mark = _mark, None
+    return found
 
 
 @dataclass(frozen=True)
@@ -176,10 +326,12 @@ class GlobalStateGuard:
         self.unrestored: list[str] = []
         self._saved: list[tuple[_Setting, Any]] = []
         self._warnings: contextlib.ExitStack | None = None
+        self._surface: TorchSurface | None = None
 
     def __enter__(self) -> GlobalStateGuard:
         self.unrestored = []
         self._saved = []
+        self._surface = _take_mark() or torch_surface()
         for setting in _settings():
             try:
                 value = setting.get()
@@ -212,6 +364,13 @@ class GlobalStateGuard:
                     "restart the distcheck server) to reset it"
                 )
         self._saved = []
+        before, self._surface = self._surface, None
+        if before is not None:
+            for change in surface_changes(before, torch_surface()):
+                self._report(
+                    f"{change} by the validated code (at import or in its factory): importing it again would "
+                    "apply that twice, so this process serves no further run"
+                )
 
     def _report(self, message: str) -> None:
         self.unrestored.append(message)

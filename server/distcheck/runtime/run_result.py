@@ -1,6 +1,8 @@
 """What a run of the ranks gives back: each rank's record (`RankRecord`) and the consolidated run
 (`DistributedRun`), assembled from the ranks' results under the spec (`assemble_run`). The same for
-ranks started here (`processes.launch`) and ranks a launcher started (`group`)."""
+ranks started here (`processes.launch`) and ranks a launcher started (`group`). Consolidation
+computes through `pristine`: a torch function the user's module replaced in this process never
+touches the ranks' outputs."""
 
 from __future__ import annotations
 
@@ -16,7 +18,15 @@ from ..report import UnroutedOp
 from ..spec import MLIPSpec
 from .consolidate import Consolidated, RankRows, consolidate
 
-__all__ = ["DistributedRun", "RankLifecycle", "RankRecord", "assemble_run"]
+RETIRING = "retiring"  # processes.resident.RETIRING (runtime/ imports nothing of processes/)
+
+__all__ = ["RETIRED_TIMING", "DistributedRun", "RankLifecycle", "RankRecord", "assemble_run"]
+
+RETIRED_TIMING = "ranks_retired"
+"""The key of a run's timings (and so of its attempt's) set to the number of ranks that retired after it:
+the run's user code changed their process in a way that cannot be put back (a torch function replaced,
+a global module hook, an op registered, ...), so the next run starts fresh ranks where that import
+applies once, as in a fresh process. `DistributedRun.retired` says what changed."""
 
 
 class RankLifecycle(str, Enum):
@@ -78,6 +88,10 @@ class DistributedRun:
     timings: dict[str, float] = field(default_factory=dict)
     lifecycle: RankLifecycle = RankLifecycle.FRESH
     """How the ranks came to be; `PREPARED` ranks built their wrappers before the run."""
+    retired: list[str] = field(default_factory=list)
+    """Why resident ranks serve no further run after this one (`processes.resident.RETIRING`: what the
+    model changed in the process that cannot be put back, one line each; [] when they may). The
+    attempt's timings say so too (`RETIRED_TIMING`)."""
 
     def reconsolidate(self, spec: MLIPSpec) -> Consolidated:
         """Consolidate the same rank outputs under another spec (no new run: pure post-processing)."""
@@ -112,7 +126,11 @@ def assemble_run(
     devices: Sequence[str],
     timings: dict[str, float],
 ) -> DistributedRun:
-    """A `DistributedRun` from what every rank's `forward_rank` returned, consolidated under `spec`."""
+    """A `DistributedRun` from what every rank's `forward_rank` returned, consolidated under `spec`; a
+    rank that retired (`RETIRING` in its result) is counted in `timings[RETIRED_TIMING]`."""
+    retired = _retired(results)
+    if retired:
+        timings = {**timings, RETIRED_TIMING: float(sum(1 for res in results if res.get(RETIRING)))}
     rows = [RankRows(local_ids=res["local_ids"], owned_mask=res["owned_mask"]) for res in results]
     rank_outputs = [res["outputs"] for res in results]
     merged = consolidate(rank_outputs, rows, spec, batch.num_atoms, batch.num_systems)
@@ -131,4 +149,15 @@ def assemble_run(
         num_systems=batch.num_systems,
         instrumentation=[res.get("instrumentation") for res in results],
         timings=timings,
+        retired=retired,
     )
+
+
+def _retired(results: Sequence[dict[str, Any]]) -> list[str]:
+    """What made the ranks retire, each reason once (a rank's `RETIRING` is a list of them, or True)."""
+    found: list[str] = []
+    for res in results:
+        why = res.get(RETIRING)
+        reasons = [str(w) for w in why] if isinstance(why, (list, tuple)) else ([RETIRING] if why else [])
+        found += [w for w in reasons if w not in found]
+    return found

@@ -5,6 +5,11 @@ against rank, watched helpers, the first divergent layer, halo completeness, non
 `Attempt`; `output_attempt` and `failed_attempt` are the records of attempts whose outputs could not be
 compared or whose ranks failed; `attempt_atom_errors` cuts a failing attempt's per-atom errors as the
 run cut the batch.
+
+All of it runs inside `runtime.pristine.shielded()` and computes through `pristine` (here and in what
+it calls: consolidation, the diff, the replicas, the helpers' and layers' comparison): a torch function
+the user's module replaced in this process changes the model's outputs, as in a fresh process, never
+the verdict on them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from ..report import (
 )
 from ..report.atoms import AtomErrors
 from ..report.parts import ReportMeta
+from ..runtime import pristine as P
 from ..runtime.errors import DistributedError
 from ..runtime.model import WrapperError
 from ..runtime.partition import partition_batch
@@ -47,7 +53,8 @@ __all__ = ["attempt_atom_errors", "evaluate_run", "failed_attempt", "output_atte
 
 
 def reference_outputs(reference: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """The single-process run's outputs (on the CPU), by name."""
+    """The single-process run's outputs (on the CPU), by name (plain tensors: the reference child's
+    result is loaded with `weights_only`); every use of them here goes through `pristine`."""
     outputs: dict[str, torch.Tensor] = reference["outputs"]
     return outputs
 
@@ -88,6 +95,22 @@ def evaluate_run(
     values. Returns the attempt, the raw per-output comparison and the helper diagnoses (auto-fix's
     evidence); an attempt whose outputs cannot be compared is errored (`meta.output_problems`), and so
     is one that fails while its ranks built another model than the reference (`model_identity`)."""
+    with P.shielded():
+        return _evaluate_run(index, spec, rationale, rule, run, reference, opts, reused, timings, meta)
+
+
+def _evaluate_run(
+    index: int,
+    spec: MLIPSpec,
+    rationale: str,
+    rule: str | None,
+    run: DistributedRun,
+    reference: Mapping[str, Any],
+    opts: Mapping[str, Any],
+    reused: bool,
+    timings: dict[str, float],
+    meta: ReportMeta,
+) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
     # the ranks built another model than the reference: what explains outputs that differ (no spec can fix it)
     mismatch = factory_mismatch(reference, run.records)
     ref = reference_outputs(reference)
@@ -190,10 +213,11 @@ def attempt_atom_errors(
     if attempt.error is not None or not failing or not run.records:
         return []
     spec = attempt.spec
-    outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
-    replicated = spec.distribution.policy.kind == "replicated"
-    partition = partition_batch(batch, run.world_size, run.records[0].halo_width, replicated=replicated)
-    return failing_atom_errors(failing, outputs, reference_outputs(reference), spec.output_kinds, batch, partition)
+    with P.shielded():
+        outputs = run.outputs if not reused else run.reconsolidate(spec).outputs
+        replicated = spec.distribution.policy.kind == "replicated"
+        partition = partition_batch(batch, run.world_size, run.records[0].halo_width, replicated=replicated)
+        return failing_atom_errors(failing, outputs, reference_outputs(reference), spec.output_kinds, batch, partition)
 
 
 def _rank_layers(run: DistributedRun) -> list[list[dict[str, Any]]] | None:

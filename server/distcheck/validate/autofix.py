@@ -15,6 +15,7 @@ import torch
 
 from ..option_check import Tolerance, tolerance_of
 from ..report import RankDisagreement, merge_unrouted
+from ..runtime import pristine as P
 from ..runtime.run_result import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
@@ -97,7 +98,10 @@ def _drop_double_all_reduce(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
         if got is None or got.shape != ref.shape:
             continue
         atol = tolerance_of(ctx.atol, name, ctx.spec.output_kinds.get(name, "global"))
-        if torch.allclose(got.to(torch.float64), ctx.world_size * ref.to(torch.float64), rtol=1e-6, atol=atol):
+        with P.shielded():  # the user's replaced torch functions never judge
+            scaled = P.mul(P.to(ref, P.float64), ctx.world_size)
+            doubled = P.allclose(P.to(got, P.float64), scaled, rtol=1e-6, atol=atol)
+        if doubled:
             spec = ctx.spec.copy()
             spec.all_reduce_outputs.remove(name)
             return spec, (
@@ -118,7 +122,9 @@ def _all_reduce_partial(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
             continue
         if any(ctx.matches(name, v) for v in values):  # a rank holding the whole value is not a partial
             continue
-        if ctx.matches(name, torch.stack(values).sum(dim=0)):
+        with P.shielded():
+            total = P.sum(P.stack(values), dim=0)
+        if ctx.matches(name, total):
             spec = ctx.spec.copy()
             spec.all_reduce_outputs.append(name)
             return spec, (

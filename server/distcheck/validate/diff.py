@@ -18,6 +18,10 @@ A verdict is a plain dict with the keys of the report's `OutputVerdict`:
 - `n_total`: atoms (rows) for `per_node` outputs, elements otherwise; `n_failing` counts failing atoms
   (rows with any failing element) or failing elements likewise. For `missing`/`shape` every unit counts
   as failing (`n_failing == n_total`).
+
+Every tensor operation here goes through `runtime.pristine`, inside `pristine.shielded()`: a model
+module that replaced a torch function in this process (at import, in its factory) changes its own
+outputs as a fresh process would, never the comparison.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import torch
 from ..batch import Batch
 from ..option_check import Tolerance, tolerance_of
 from ..report.atoms import DEFAULT_BINS, DEFAULT_WORST, AtomErrors, RankInterval, WorstAtom
+from ..runtime import pristine as P
 from ..runtime.partition import Partition, _normal_coordinates
 
 __all__ = [
@@ -46,39 +51,40 @@ PER_NODE = "per_node"
 
 
 def _work_dtype(got: torch.Tensor, ref: torch.Tensor) -> torch.dtype:
-    return torch.complex128 if (got.is_complex() or ref.is_complex()) else torch.float64
+    return P.complex128 if (got.is_complex() or ref.is_complex()) else P.float64
 
 
 def _tiny(got: torch.Tensor, ref: torch.Tensor) -> float:
     """Smallest normal number of the dtype the two tensors compare in (float64's for integer inputs)."""
-    dtype = torch.promote_types(got.dtype, ref.dtype)
+    dtype = P.promote_types(got.dtype, ref.dtype)
     if dtype.is_complex:
-        dtype = torch.float64 if dtype == torch.complex128 else torch.float32
+        dtype = P.float64 if dtype == P.complex128 else P.float32
     if not dtype.is_floating_point:
-        dtype = torch.float64
-    return float(torch.finfo(dtype).tiny)
+        dtype = P.float64
+    return float(P.finfo(dtype).tiny)
 
 
 def _elementwise(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict[str, torch.Tensor]:
     """Per-element masks and differences for tensors of equal shape (computed in float64 on ref's device)."""
     work = _work_dtype(got, ref)
-    r = ref.detach().to(dtype=work)
-    g = got.detach().to(device=r.device, dtype=work)
-    g_fin = torch.isfinite(g)
-    r_fin = torch.isfinite(r)
-    both = g_fin & r_fin
-    zero = torch.zeros((), dtype=torch.float64, device=r.device)
-    abs_diff = torch.where(both, (g - r).abs(), zero)
-    rel_diff = torch.where(both, abs_diff / r.abs().clamp_min(_tiny(got, ref)), zero)
-    close = both & ((abs_diff <= atol) | (rel_diff <= rtol))
+    r = P.to(P.detach(ref), dtype=work)
+    g = P.to(P.detach(got), device=r.device, dtype=work)
+    g_fin = P.isfinite(g)
+    r_fin = P.isfinite(r)
+    both = P.logical_and(g_fin, r_fin)
+    zero = P.zeros((), dtype=P.float64, device=r.device)
+    abs_diff = P.where(both, P.abs(P.sub(g, r)), zero)
+    rel_diff = P.where(both, P.div(abs_diff, P.clamp_min(P.abs(r), _tiny(got, ref))), zero)
+    close = P.logical_and(both, P.logical_or(P.le(abs_diff, atol), P.le(rel_diff, rtol)))
     # Non-finite reference values match only the same non-finite value (NaN with NaN, +Inf with +Inf).
-    same_nonfinite = ~r_fin & ~g_fin & ((g == r) | (torch.isnan(g) & torch.isnan(r)))
+    same = P.logical_or(P.eq(g, r), P.logical_and(P.isnan(g), P.isnan(r)))
+    same_nonfinite = P.logical_and(P.logical_and(P.logical_not(r_fin), P.logical_not(g_fin)), same)
     return {
-        "fail": ~(close | same_nonfinite),
+        "fail": P.logical_not(P.logical_or(close, same_nonfinite)),
         "abs": abs_diff,
         "rel": rel_diff,
         "both": both,
-        "bad": ~g_fin & r_fin,
+        "bad": P.logical_and(P.logical_not(g_fin), r_fin),
     }
 
 
@@ -92,17 +98,17 @@ def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
 
 def _row_failures(fail: torch.Tensor) -> torch.Tensor:
     """Per-row failure mask: a row fails when any of its elements fails (a 0-d tensor is one row)."""
-    if fail.dim() == 0:
-        return fail.reshape(1)
-    if fail.numel() == 0:
-        return torch.zeros(fail.shape[0], dtype=torch.bool, device=fail.device)
-    return fail.reshape(fail.shape[0], -1).any(dim=1)
+    if fail.ndim == 0:
+        return P.reshape(fail, (1,))
+    if P.numel(fail) == 0:
+        return P.zeros(fail.shape[0], dtype=P.bool_, device=fail.device)
+    return P.any(P.reshape(fail, (fail.shape[0], -1)), dim=1)
 
 
 def _n_total(ref: torch.Tensor, kind: str) -> int:
-    if kind == PER_NODE and ref.dim() > 0:
+    if kind == PER_NODE and ref.ndim > 0:
         return int(ref.shape[0])
-    return int(ref.numel())
+    return int(P.numel(ref))
 
 
 def _verdict(
@@ -138,40 +144,52 @@ def compare_output(
     rtol: float,
 ) -> dict[str, Any]:
     """Verdict for one output (`got` is the distributed output, `None` when it is missing)."""
+    with P.shielded():
+        return _compare_output(name, got, ref, kind, atol, rtol)
+
+
+def _compare_output(
+    name: str, got: torch.Tensor | None, ref: torch.Tensor, kind: str, atol: float, rtol: float
+) -> dict[str, Any]:
     n_total = _n_total(ref, kind)
     if got is None:
         return _verdict(name, kind, "missing", n_total=n_total, n_failing=n_total)
     if tuple(got.shape) != tuple(ref.shape):
         return _verdict(name, kind, "shape", n_total=n_total, n_failing=n_total)
-    if ref.numel() == 0:
+    if P.numel(ref) == 0:
         return _verdict(name, kind, "ok", n_total=n_total, n_failing=0, max_abs=0.0, max_rel=0.0)
     e = _elementwise(got, ref, atol, rtol)
     fail, both, bad = e["fail"], e["both"], e["bad"]
     if kind == PER_NODE:
-        n_failing = int(_row_failures(fail).sum())
+        n_failing = P.int_of(P.sum(_row_failures(fail)))
     else:
-        n_failing = int(fail.sum())
+        n_failing = P.int_of(P.sum(fail))
     max_abs: float | None = None
     max_rel: float | None = None
     worst: list[int] | None = None
-    if bool(both.any()):
-        max_abs = float(e["abs"].max())
-        max_rel = float(e["rel"].max())
-        ranked = torch.where(both, e["abs"], torch.full_like(e["abs"], -1.0))
-        worst = _unravel(int(ranked.reshape(-1).argmax()), ref.shape)
-    if bool(bad.any()):
+    if P.truth(P.any(both)):
+        max_abs = P.float_of(P.amax(e["abs"]))
+        max_rel = P.float_of(P.amax(e["rel"]))
+        ranked = P.where(both, e["abs"], P.full_like(e["abs"], -1.0))
+        worst = _unravel(P.int_of(P.argmax(P.reshape(ranked, (-1,)))), ref.shape)
+    if P.truth(P.any(bad)):
         status = "nonfinite"
-        worst = _unravel(int(bad.reshape(-1).nonzero()[0, 0]), ref.shape)
+        worst = _unravel(_first_true(bad), ref.shape)
     elif n_failing:
         status = "mismatch"
-        if not bool((fail & both).any()):
+        if not P.truth(P.any(P.logical_and(fail, both))):
             # Only elements where the reference is non-finite fail (no finite difference): point at the first.
-            worst = _unravel(int(fail.reshape(-1).nonzero()[0, 0]), ref.shape)
+            worst = _unravel(_first_true(fail), ref.shape)
     else:
         status = "ok"
     return _verdict(
         name, kind, status, n_total=n_total, n_failing=n_failing, max_abs=max_abs, max_rel=max_rel, worst=worst
     )
+
+
+def _first_true(mask: torch.Tensor) -> int:
+    """The flat index of the first True element of `mask` (which has one)."""
+    return P.int_of(P.getitem(P.nonzero(P.reshape(mask, (-1,))), (0, 0)))
 
 
 def compare_outputs(
@@ -201,19 +219,21 @@ def failing_rows(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float)
     any of its elements fails the atol-or-rtol test (or is non-finite where the reference is finite)."""
     if tuple(got.shape) != tuple(ref.shape):
         raise ValueError(f"shapes differ: got {list(got.shape)}, reference {list(ref.shape)}")
-    return _row_failures(_elementwise(got, ref, atol, rtol)["fail"])
+    with P.shielded():
+        return _row_failures(_elementwise(got, ref, atol, rtol)["fail"])
 
 
 def nonfinite_report(rank_outputs: Sequence[Mapping[str, torch.Tensor]]) -> list[dict[str, Any]]:
     """`{"rank", "output", "count"}` for every rank output holding NaN or Inf (count = such elements)."""
     found: list[dict[str, Any]] = []
-    for rank, outputs in enumerate(rank_outputs):
-        for name, value in outputs.items():
-            if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
-                continue
-            count = int((~torch.isfinite(value.detach())).sum())
-            if count:
-                found.append({"rank": rank, "output": name, "count": count})
+    with P.shielded():
+        for rank, outputs in enumerate(rank_outputs):
+            for name, value in outputs.items():
+                if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+                    continue
+                count = P.int_of(P.sum(P.logical_not(P.isfinite(P.detach(value)))))
+                if count:
+                    found.append({"rank": rank, "output": name, "count": count})
     return found
 
 
@@ -238,30 +258,52 @@ def atom_errors(
             f"{name}: per-atom errors need equal per-atom shapes, got {list(got.shape)} and {list(ref.shape)}"
         )
     sl = batch.system_slices()[system]
+    with P.shielded():
+        return _atom_errors(name, got, ref, batch, partition, system, sl, worst, bins)
+
+
+def _atom_errors(
+    name: str,
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    batch: Batch,
+    partition: Partition,
+    system: int,
+    sl: slice,
+    worst: int,
+    bins: int,
+) -> AtomErrors:
     cut = partition.cuts[system]
-    g = got[sl].detach().to(device="cpu", dtype=torch.float64).reshape(sl.stop - sl.start, -1)
-    r = ref[sl].detach().to(device="cpu", dtype=torch.float64).reshape(sl.stop - sl.start, -1)
-    diff = (g - r).abs()
+
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        return P.to(P.detach(P.getitem(t, sl)), device="cpu", dtype=P.float64)
+
+    g = P.reshape(rows(got), (sl.stop - sl.start, -1))
+    r = P.reshape(rows(ref), (sl.stop - sl.start, -1))
+    diff = P.abs(P.sub(g, r))
     # A non-finite difference where the reference is finite is worse than any finite one.
-    diff = torch.where(torch.isfinite(r) & ~torch.isfinite(diff), torch.full_like(diff, math.inf), diff)
-    diff = torch.nan_to_num(diff, nan=0.0, posinf=math.inf)
+    lost = P.logical_and(P.isfinite(r), P.logical_not(P.isfinite(diff)))
+    diff = P.where(lost, P.full_like(diff, math.inf), diff)
+    diff = P.nan_to_num(diff, nan=0.0, posinf=math.inf)
     per_atom, component = (
-        diff.max(dim=1)
+        P.max(diff, dim=1)
         if diff.shape[1]
-        else (torch.zeros(diff.shape[0], dtype=torch.float64), torch.zeros(diff.shape[0], dtype=torch.long))
+        else (P.zeros(diff.shape[0], dtype=P.float64), P.zeros(diff.shape[0], dtype=P.long))
     )
-    pos = batch.positions[sl].detach().cpu().to(torch.float64)
-    u_all, _, _ = _normal_coordinates(pos, batch.cell[system].detach().cpu().to(torch.float64), batch.pbc[system].cpu())
-    u = u_all[:, cut.axis]
-    coord = torch.remainder(u, cut.length) if cut.periodic and cut.length > 0 else u - cut.origin
+    pos = rows(batch.positions)
+    cell = P.to(P.detach(P.getitem(batch.cell, system)), device="cpu", dtype=P.float64)
+    u_all, _, _ = _normal_coordinates(pos, cell, P.to(P.getitem(batch.pbc, system), device="cpu"))
+    u = P.getitem(u_all, (slice(None), cut.axis))
+    coord = P.remainder(u, cut.length) if cut.periodic and cut.length > 0 else P.sub(u, cut.origin)
     n_bins = max(1, bins)
     if cut.length > 0:
-        where = torch.clamp(torch.floor(coord / cut.length * n_bins).to(torch.long), 0, n_bins - 1)
+        scaled = P.floor(P.mul(P.div(coord, cut.length), n_bins))
+        where = P.clamp(P.to(scaled, P.long), 0, n_bins - 1)
     else:
-        where = torch.zeros(coord.shape[0], dtype=torch.long)
-    profile = torch.zeros(n_bins, dtype=torch.float64).scatter_reduce(0, where, per_atom, reduce="amax")
-    owner = partition.owner[sl]
-    order = torch.argsort(per_atom, descending=True, stable=True)[: max(0, worst)]
+        where = P.zeros(coord.shape[0], dtype=P.long)
+    profile = P.scatter_reduce(P.zeros(n_bins, dtype=P.float64), 0, where, per_atom, reduce="amax")
+    owner = P.getitem(partition.owner, sl)
+    order = P.getitem(P.argsort(per_atom, descending=True, stable=True), slice(None, max(0, worst)))
     width = cut.length / partition.world_size if cut.length > 0 else 0.0
     replicated = math.isinf(partition.halo_width) or all(
         r.num_halo + r.num_owned == partition.num_atoms for r in partition.ranks
@@ -279,14 +321,14 @@ def atom_errors(
         worst=[
             WorstAtom(
                 index=sl.start + int(i),
-                rank=int(owner[i]),
-                position=float(coord[i]),
-                abs_diff=float(per_atom[i]),
-                component=int(component[i]),
+                rank=P.int_of(P.getitem(owner, i)),
+                position=P.float_of(P.getitem(coord, i)),
+                abs_diff=P.float_of(P.getitem(per_atom, i)),
+                component=P.int_of(P.getitem(component, i)),
             )
-            for i in order.tolist()
+            for i in P.tolist(order)
         ],
-        profile=[float(v) for v in profile.tolist()],
+        profile=[float(v) for v in P.tolist(profile)],
     )
 
 

@@ -42,6 +42,7 @@ import torch
 from ..cache_home import cache_dir
 from ..processes.spares.learned import fingerprint
 from ..processes.spares.settings import field_cache_enabled
+from ..runtime import pristine as P
 from ..runtime.frames import is_user_file
 from ..runtime.module_namespace import module_file
 from .reference_field import PendingField
@@ -101,9 +102,10 @@ def _rounded(outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     2**-20 of that: noise at round-off moves neither."""
     rounded: dict[str, Any] = {}
     for name, value in outputs.items():
-        t = value.detach().to("cpu", torch.float64)
-        scale = float(t.abs().max()) if t.numel() else 0.0
-        grid = torch.round(t / scale * 2**20).to(torch.int64) if scale > 0 else t
+        with P.shielded():  # never through a torch function the user's module replaced here (`pristine`)
+            t = P.to(P.detach(value), "cpu", P.float64)
+            scale = P.float_of(P.amax(P.abs(t))) if P.numel(t) else 0.0
+            grid = P.to(P.round(P.mul(P.div(t, scale), 2**20)), P.int64) if scale > 0 else t
         rounded[name] = (f"{scale:.6e}", grid)
     return rounded
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..report import MAX_MODULE_DIFFS, DivergentLayer, LayerDivergence, ModuleDiff
+from ..runtime import pristine as P
 from ..runtime.context import current_context
 
 __all__ = ["LayerRecorder", "compare_layers", "held_modules"]
@@ -196,15 +197,22 @@ def compare_layers(
         if len(got) != len(found) or any(g["level"] != ref["level"] for g in got):
             continue
         ref_value = ref["value"]
-        if ref["level"] == "per_atom":
-            total = sum(g["value"] for g in got)
+        values = [g["value"] for g in got]
+        if ref["level"] == "per_atom":  # the copies' sums, in pristine's add (not Tensor.__add__)
+            total = values[0]
+            if all(isinstance(v, torch.Tensor) and v.shape == total.shape for v in values):
+                with P.shielded():
+                    total = P.sum(P.stack(values), dim=0) if len(values) > 1 else total
+            else:
+                total = None
         else:
-            total = got[0]["value"]
+            total = values[0]
         if not isinstance(total, torch.Tensor) or total.shape != ref_value.shape:
             continue
         checked += 1
-        scale = float(ref_value.abs().max()) if ref_value.numel() else 0.0
-        diff = float((total - ref_value).abs().max()) if ref_value.numel() else 0.0
+        with P.shielded():  # the user's replaced torch functions never judge
+            scale = P.float_of(P.amax(P.abs(ref_value))) if P.numel(ref_value) else 0.0
+            diff = P.float_of(P.amax(P.abs(P.sub(total, ref_value)))) if P.numel(ref_value) else 0.0
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
         worst = max(worst, rel)
         if len(modules) < MAX_MODULE_DIFFS:

@@ -25,6 +25,7 @@ import torch
 
 from ..report import Frame, WorkerError
 from ..report.parts import OutputProblem, ReportMeta
+from ..runtime import pristine as P
 from ..runtime.consolidate import RankRows
 from ..runtime.frames import innermost_user_frame
 from ..runtime.model import WrapperError
@@ -99,11 +100,12 @@ def nonfinite_counts(outputs: Mapping[str, torch.Tensor]) -> dict[str, dict[str,
     for name, value in outputs.items():
         if not _comparable(value):
             continue
-        v = value.detach()
-        nan = int(torch.isnan(v).sum())
-        inf = int(torch.isinf(v).sum())
+        with P.shielded():  # the user's replaced torch functions never count them
+            v = P.detach(value)
+            nan = P.int_of(P.sum(P.isnan(v)))
+            inf = P.int_of(P.sum(P.isinf(v)))
         if nan or inf:
-            found[name] = {"nan": nan, "inf": inf, "elements": int(v.numel())}
+            found[name] = {"nan": nan, "inf": inf, "elements": int(P.numel(v))}
     return found
 
 

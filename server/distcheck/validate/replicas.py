@@ -11,6 +11,8 @@ unseen if only the consolidated value were compared. `check_replicas` therefore
   reference;
 - names the first module (in call order) whose per-system value differs across ranks, from the
   layer records every rank keeps (`validate.layers`).
+
+Tensor operations go through `runtime.pristine` (the user's replaced torch functions never judge).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 
 from ..option_check import Tolerance, tolerance_of
 from ..report import DivergentModule, RankDisagreement
+from ..runtime import pristine as P
 from ..spec import MLIPSpec
 from .diff import compare_output
 
@@ -37,9 +40,9 @@ def replicated_outputs(kinds: Mapping[str, str], spec: MLIPSpec) -> list[str]:
 
 
 def _scale(ref: torch.Tensor) -> torch.Tensor:
-    r = ref.detach().to(torch.complex128 if ref.is_complex() else torch.float64)
-    tiny = float(torch.finfo(torch.float32 if ref.dtype in (torch.float32, torch.complex64) else torch.float64).tiny)
-    return r.abs().clamp_min(tiny)
+    r = P.to(P.detach(ref), P.complex128 if ref.is_complex() else P.float64)
+    tiny = float(P.finfo(P.float32 if ref.dtype in (P.float32, P.complex64) else P.float64).tiny)
+    return P.clamp_min(P.abs(r), tiny)
 
 
 def _pair(
@@ -47,24 +50,28 @@ def _pair(
 ) -> tuple[torch.Tensor, float, float]:
     """Per-element "a and b differ beyond the tolerances", the largest finite |a - b| and the largest
     |a - b| / scale."""
-    work = torch.complex128 if (a.is_complex() or b.is_complex()) else torch.float64
-    x = a.detach().to(device=scale.device, dtype=work)
-    y = b.detach().to(device=scale.device, dtype=work)
-    both = torch.isfinite(x) & torch.isfinite(y)
-    zero = torch.zeros((), dtype=torch.float64, device=scale.device)
-    diff = torch.where(both, (x - y).abs(), zero)
-    same_nonfinite = ~both & ((x == y) | (torch.isnan(x) & torch.isnan(y)))
-    close = both & ((diff <= atol) | (diff / scale <= rtol))
-    if not diff.numel():
-        return ~(close | same_nonfinite), 0.0, 0.0
-    return ~(close | same_nonfinite), float(diff.max()), float((diff / scale).max())
+    work = P.complex128 if (a.is_complex() or b.is_complex()) else P.float64
+    x = P.to(P.detach(a), device=scale.device, dtype=work)
+    y = P.to(P.detach(b), device=scale.device, dtype=work)
+    both = P.logical_and(P.isfinite(x), P.isfinite(y))
+    zero = P.zeros((), dtype=P.float64, device=scale.device)
+    diff = P.where(both, P.abs(P.sub(x, y)), zero)
+    same = P.logical_or(P.eq(x, y), P.logical_and(P.isnan(x), P.isnan(y)))
+    same_nonfinite = P.logical_and(P.logical_not(both), same)
+    relative = P.div(diff, scale)
+    close = P.logical_and(both, P.logical_or(P.le(diff, atol), P.le(relative, rtol)))
+    fail = P.logical_not(P.logical_or(close, same_nonfinite))
+    if not P.numel(diff):
+        return fail, 0.0, 0.0
+    return fail, P.float_of(P.amax(diff)), P.float_of(P.amax(relative))
 
 
 def _rows(fail: torch.Tensor) -> list[int]:
     """The leading-dimension indices with a failing element ([] for a 0-d tensor)."""
-    if fail.dim() == 0:
+    if fail.ndim == 0:
         return []
-    return [int(i) for i in fail.reshape(fail.shape[0], -1).any(dim=1).nonzero().flatten().tolist()]
+    rows = P.any(P.reshape(fail, (fail.shape[0], -1)), dim=1)
+    return [int(i) for i in P.tolist(P.reshape(P.nonzero(rows), (-1,)))]
 
 
 def _verdict_order(v: Mapping[str, Any]) -> tuple[bool, int, float]:
@@ -92,6 +99,23 @@ def check_replicas(
     the first module whose per-system value differs across ranks; None or a missing rank: not named.
     Outputs absent on a rank or of another shape than the reference are left to `outputs.rank_problems`.
     """
+    with P.shielded():
+        return _check_replicas(
+            rank_outputs, kinds, spec, reference, verdicts, atol, rtol, reference_layers, rank_layers
+        )
+
+
+def _check_replicas(
+    rank_outputs: Sequence[Mapping[str, torch.Tensor]],
+    kinds: Mapping[str, str],
+    spec: MLIPSpec,
+    reference: Mapping[str, torch.Tensor],
+    verdicts: Mapping[str, Mapping[str, Any]],
+    atol: Tolerance,
+    rtol: Tolerance,
+    reference_layers: Sequence[Mapping[str, Any]],
+    rank_layers: Sequence[Sequence[Mapping[str, Any]]] | None,
+) -> tuple[dict[str, dict[str, Any]], list[RankDisagreement]]:
     out = {name: dict(v) for name, v in verdicts.items()}
     found: list[RankDisagreement] = []
     module: DivergentModule | None = None
@@ -108,19 +132,19 @@ def check_replicas(
         worst = min(per_rank, key=_verdict_order)
         scale = _scale(ref)
         involved: set[int] = set()
-        fail_any = torch.zeros(ref.shape, dtype=torch.bool, device=scale.device)
+        fail_any = P.zeros(ref.shape, dtype=P.bool_, device=scale.device)
         max_abs, max_rel = 0.0, 0.0
         for i in range(len(tensors)):
             for j in range(i + 1, len(tensors)):
                 fail, largest, relative = _pair(tensors[i], tensors[j], scale, a, t)
-                if bool(fail.any()):
+                if P.truth(P.any(fail)):
                     involved |= {i, j}
-                    fail_any |= fail
+                    fail_any = P.logical_or(fail_any, fail)
                     max_abs, max_rel = max(max_abs, largest), max(max_rel, relative)
         verdict = dict(worst)
         if involved:
             if verdict["passed"]:  # each rank within tolerance of the reference, but not of each other
-                verdict.update(passed=False, status="mismatch", n_failing=int(fail_any.sum()))
+                verdict.update(passed=False, status="mismatch", n_failing=P.int_of(P.sum(fail_any)))
             if not module_searched and rank_layers is not None:
                 module = first_divergent_module(reference_layers, rank_layers, a, t)
                 module_searched = True
@@ -173,13 +197,13 @@ def first_divergent_module(
             ref_value = first
         scale = _scale(ref_value)
         ranks: list[int] = []
-        fail_any = torch.zeros(first.shape, dtype=torch.bool)
+        fail_any = P.zeros(first.shape, dtype=P.bool_)
         max_abs = 0.0
         for r, v in enumerate(values[1:], start=1):
             fail, largest, _ = _pair(first, v, scale, atol, rtol)
-            if bool(fail.any()):
+            if P.truth(P.any(fail)):
                 ranks.append(r)
-                fail_any |= fail.cpu()
+                fail_any = P.logical_or(fail_any, P.to(fail, "cpu"))
                 max_abs = max(max_abs, largest)
         if ranks:
             return DivergentModule(

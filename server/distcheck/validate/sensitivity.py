@@ -12,7 +12,8 @@ gets status "suspicious", the attempt does not pass, and auto-fix treats the out
 The control is cheap: it runs at most once per validation and only when an attempt within tolerance
 has an error that could be suspicious at all, i.e. above `SUSPICIOUS_RATIO` times the smallest floor
 there can be (the dtype's epsilon times the output's largest magnitude, and never below
-`ATOL_FRACTION` of the output's atol). It runs without instrumentation.
+`ATOL_FRACTION` of the output's atol). It runs without instrumentation. The floor is computed through
+`runtime.pristine` (a torch function the user's module replaced here never moves it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..batch import Batch
 from ..processes.launch import run_distributed
 from ..processes.resident import ResidentRanks
 from ..report import Attempt, OutputVerdict, RoundoffFloor, SuspiciousOutput, tolerance_for
+from ..runtime import pristine as P
 from ..runtime.errors import DistributedError
 from ..runtime.factory import FactoryRef
 from ..runtime.group import GroupSession
@@ -66,10 +68,11 @@ def control_spec(spec: MLIPSpec) -> MLIPSpec:
 def epsilon_floor(value: torch.Tensor, atol: float) -> float:
     """The smallest floor an output can have: its dtype's epsilon times its largest magnitude, at least
     `ATOL_FRACTION × atol`."""
-    v = value.detach()
-    dtype = v.dtype if v.is_floating_point() else (torch.float64 if v.dtype == torch.complex128 else torch.float32)
-    scale = float(v.abs().max()) if v.numel() else 0.0
-    return max(float(torch.finfo(dtype).eps) * scale, ATOL_FRACTION * atol)
+    with P.shielded():
+        v = P.detach(value)
+        dtype = v.dtype if v.is_floating_point() else (P.float64 if v.dtype == P.complex128 else P.float32)
+        scale = P.float_of(P.amax(P.abs(v))) if P.numel(v) else 0.0
+    return max(float(P.finfo(dtype).eps) * scale, ATOL_FRACTION * atol)
 
 
 class RoundoffMeter:

@@ -267,6 +267,7 @@ def _build(order: dict[str, Any]) -> None:
     global _prebuilt, _started_in
     import torch
 
+    from ...runtime.isolation import mark_before_user_code
     from ...runtime.model_build import build_wrapper
     from ...runtime.rank import configure_rank_process
     from ...runtime.torchscript import apply_torchscript_mode
@@ -284,6 +285,7 @@ def _build(order: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     wrapper: Any = None
     error: BaseException | None = None
+    mark_before_user_code()  # what the import changes in torch is this rank's first run's (isolation)
     try:
         apply_torchscript_mode(spec)  # before the factory's module is imported, as in a rank
         wrapper = build_wrapper(order["factory"], device)
