@@ -10,8 +10,9 @@ There, `use()` gives this process (and every process forked from it) a source lo
 installed module's bytecode from beside its source where it exists, else from distcheck's cache (a
 directory only this user may write), compiling it into the cache the first time. The user's own modules
 (`frames.is_user_file`) load exactly as the interpreter would load them: compiled from their source,
-written nowhere. Nothing changes where the packages carry bytecode or it is written beside them, or
-where the user chose a prefix (PYTHONPYCACHEPREFIX). DISTCHECK_BYTECODE_CACHE=0 turns it off. No torch.
+written nowhere. The cache is `memory.BYTECODE` (at most 256 MB, the oldest files out first). Nothing
+changes where the packages carry bytecode or it is written beside them, or where the user chose a
+prefix (PYTHONPYCACHEPREFIX). DISTCHECK_BYTECODE_CACHE=0 turns it off. No torch.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from types import CodeType
 
-from .. import cache_home
+from .. import memory
 from ..runtime.frames import is_user_file
 from .spares.settings import bytecode_cache_enabled
 
@@ -66,7 +66,7 @@ def use(packages: Sequence[str] | None = None) -> str | None:
         directory = None
         wanted = SLOW_TO_COMPILE if packages is None else packages
         if sys.pycache_prefix is None and bytecode_cache_enabled() and uncompiled(wanted):
-            directory = cache_home.private_dir("bytecode")
+            directory = memory.BYTECODE.directory()
         _DECIDED.append(directory)
         if directory is not None:
             is_user_file(__file__)  # reads the library directories now, not inside an import
@@ -117,18 +117,23 @@ def _cached_code(loader: _CachingLoader, path: str) -> CodeType:
     return code
 
 
+SWEEP_EVERY = 16 * 1024 * 1024
+"""Bytes a process writes into the cache between two sweeps of it (`memory.BYTECODE.evict`)."""
+
+_UNSWEPT = [SWEEP_EVERY]  # bytes written since this process (or the one it was forked from) last swept
+
+
 def _write(target: str, data: bytes) -> None:
-    """Write `data` to `target` whole or not at all (another process may read or write it meanwhile)."""
-    with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(temp, target)
-        except OSError:
-            os.unlink(temp)
-            raise
+    """Write `data` to `target` whole or not at all (`memory.write_atomic`: another process may read or
+    write it meanwhile); on the first write of a process and after every `SWEEP_EVERY` bytes, the
+    oldest files go while the cache holds more than its bound (a sweep reads the directory's sizes,
+    milliseconds beside the compile that led to the write)."""
+    if not memory.write_atomic(target, data):
+        return
+    _UNSWEPT[0] += len(data)
+    if _UNSWEPT[0] >= SWEEP_EVERY and _DECIDED and _DECIDED[0] is not None:
+        _UNSWEPT[0] = 0
+        memory.BYTECODE.evict(_DECIDED[0])
 
 
 def _install_loader() -> None:

@@ -31,10 +31,10 @@ from ..processes import lifeline, run_dirs, spares
 from ..processes.caller_context import CallerContext, caller_of
 from ..processes.forkserver import main_hidden, process_context
 from ..processes.rank_main import end_child_process, start_child_process, write_error
-from ..processes.spares.learned import third_party_since
+from ..processes.spares.learned import Stamps, third_party_since
 from ..processes.spares.prepared import ValidationSpares
 from ..processes.supervise import stop_all, supervise
-from ..runtime import beacon
+from ..runtime import beacon, env_reads
 from ..runtime.cpu_share import share
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
@@ -142,7 +142,7 @@ def _wrapper_info(wrapper: Any) -> dict[str, Any]:
     return info
 
 
-def _model_packages(before: set[str], built: set[str], watched: Sequence[str]) -> dict[str, str]:
+def _model_packages(before: set[str], built: set[str], watched: Sequence[str]) -> dict[str, Stamps]:
     """Installed packages the model imported (building it, or in its forward), not those the helper
     trace imported to watch them (unless the model had imported them itself)."""
     found = third_party_since(before)
@@ -164,6 +164,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     loaded_before = set(sys.modules)
+    reads = env_reads.start()  # the variables the model reads, for the caches' keys (stopped below)
     t0 = time.perf_counter()
     factory: FactoryRef = job["factory"]
     wrapper = build_wrapper(factory, device)
@@ -218,6 +219,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         "imported_packages": _model_packages(loaded_before, built, job["helper_packages"]),
         # the files of what building and running the model imported: part of `field_cache`'s key
         "model_files": module_files(set(sys.modules) - loaded_before),
+        "env_reads": reads.stop(),
     }
     return result, probe
 

@@ -1,20 +1,27 @@
 """Receptive-field measurements remembered per model and sample (`validate/field_cache.py`): the key
-changes with everything the measurement depends on and not with run-to-run noise, a remembered
-measurement stops the child's own, one that did not finish is never stored, and a real validation
-run again on an unchanged model takes it while one whose model file changed measures again."""
+changes with everything a fresh process's measurement depends on (every output's exact bytes, the
+environment variables the model read), a remembered measurement stops the child's own, one that did
+not finish is never stored, and a real validation run again on an unchanged model takes it while one
+whose model file, config file or environment variable changed measures again and reports what a
+fresh process reports."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 import torch
 
-from distcheck import validate_on_cpu
+from distcheck import memory, validate_on_cpu
+from distcheck.processes.spares import learned
+from distcheck.runtime.factory import load_object
 from distcheck.validate import field_cache
 from distcheck.validate.reference_field import PendingField
 
@@ -48,6 +55,8 @@ def _reference() -> dict[str, Any]:
         "neighbor_cutoffs": [3.0],
         "receptive_cutoff": 3.0,
         "model_files": {"/project/model.py": [1, 100]},
+        "imported_packages": {"thirdparty": {"/venv/site-packages/thirdparty/__init__.py": [1, 10]}},
+        "env_reads": {"MODEL_DEPTH": "3", "UNSET": None},
         "outputs": {"energy": torch.tensor([-3.25], dtype=torch.float64), "forces": torch.linspace(-1, 1, 30)},
     }
 
@@ -64,8 +73,20 @@ def _key(**changes: Any) -> str:
 
 def test_the_key_is_the_same_for_the_same_model_sample_and_outputs() -> None:
     assert _key() == _key()
-    noisy = _reference()["outputs"]["forces"] * (1 + 1e-13)  # run-to-run noise of a GPU scatter
-    assert _key(outputs={"energy": torch.tensor([-3.25 * (1 + 1e-14)], dtype=torch.float64), "forces": noisy}) == _key()
+
+
+def test_the_key_sees_every_bit_of_every_output() -> None:
+    """A weak far hop (weight 1e-7) moves the outputs by less than a rounding to about 1e-6 shows."""
+    forces = _reference()["outputs"]["forces"]
+    nudged = forces.clone()
+    nudged[7] = torch.nextafter(nudged[7], torch.tensor(2.0))  # one value, one ulp
+    assert _key(outputs={"energy": torch.tensor([-3.25], dtype=torch.float64), "forces": nudged}) != _key()
+    close = {"energy": torch.tensor([-3.25 * (1 + 1e-9)], dtype=torch.float64), "forces": forces}
+    assert _key(outputs=close) != _key()
+    as_float32 = {"energy": torch.tensor([-3.25], dtype=torch.float32), "forces": forces}  # same values
+    assert _key(outputs=as_float32) != _key()
+    reshaped = {"energy": torch.tensor([-3.25], dtype=torch.float64), "forces": forces.reshape(10, 3)}
+    assert _key(outputs=reshaped) != _key()
 
 
 @pytest.mark.parametrize(
@@ -81,6 +102,10 @@ def test_the_key_is_the_same_for_the_same_model_sample_and_outputs() -> None:
         {"model_files": {"/project/model.py": [2, 100]}},  # the model's file was saved again
         {"model_files": {"/project/model.py": [1, 100], "/project/layers.py": [1, 10]}},  # imports another
         {"outputs": {"energy": torch.tensor([-3.3], dtype=torch.float64), "forces": torch.linspace(-1, 1, 30)}},
+        {"env_reads": {"MODEL_DEPTH": "4", "UNSET": None}},  # a variable the model read has another value
+        {"env_reads": {"MODEL_DEPTH": "3", "UNSET": "1"}},  # one it found unset is set
+        {"env_reads": {"MODEL_DEPTH": "3"}},  # it reads another set of variables
+        {"imported_packages": {"thirdparty": {"/venv/site-packages/thirdparty/__init__.py": [2, 10]}}},
     ],
 )
 def test_the_key_changes_with_what_the_measurement_depends_on(change: dict[str, Any]) -> None:
@@ -94,15 +119,18 @@ def test_the_key_changes_with_the_target_and_the_device() -> None:
     assert field_cache.field_key("a.py:f", "cuda:0", sample, reference) != base
 
 
-def test_the_key_changes_with_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    base = _key()
-    monkeypatch.setattr(field_cache, "fingerprint", lambda: {"site": {"/venv/site-packages": 2}})
-    assert _key() != base  # a package installed or removed
+def test_a_measurement_of_another_environment_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    _field_for(_Pending(MEASURED))
+    real = memory.environment()
+    monkeypatch.setattr(memory, "environment", lambda: {**real, "site": {"/venv/site-packages": 2}})
+    pending = _Pending(MEASURED)
+    _field_for(pending)  # a package installed or removed since
+    assert pending.calls == ["collect"]
 
 
 def test_only_the_users_own_modules_are_stamped() -> None:
-    """Which installed or standard-library modules a reference child imports anew depends on what its
-    spare imported ahead; they are covered by the environment's fingerprint instead."""
+    """Installed packages are stamped by `learned.third_party_since` (the key's `packages`), the
+    standard library by the environment (`memory.environment`)."""
     import json
 
     import ase
@@ -180,10 +208,10 @@ def test_an_unreadable_cache_file_only_means_measuring(own_cache: Path) -> None:
 
 
 def test_only_the_newest_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(field_cache, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(field_cache, "STORE", dataclasses.replace(field_cache.STORE, max_entries=3))
     for depth in range(5):
         _field_for(_Pending(MEASURED), weights={"w": [depth]})
-    assert len(field_cache._read()) == 3
+    assert len(field_cache.STORE.load()) == 3
     newest, oldest = _Pending(MEASURED), _Pending(MEASURED)
     _field_for(newest, weights={"w": [4]})
     _field_for(oldest, weights={"w": [0]})
@@ -202,11 +230,11 @@ def test_a_validation_run_again_takes_the_field_and_a_saved_model_file_measures_
     assert first.ok and second.ok
     assert first.receptive_field == second.receptive_field and first.receptive_field is not None
     assert first.receptive_field.status == "measured"
-    entries = field_cache._read()
+    entries = field_cache.STORE.load()
     assert len(entries) == 1
     (key,) = entries
     entries[key]["measured_depth"] = 7  # a stored value the child's measurement could not give
-    field_cache._write(entries)
+    field_cache.STORE.save(entries)
     third = validate_on_cpu(factory, batch, world_size=2)
     assert third.receptive_field is not None and third.receptive_field.measured_depth == 7
     stamp = os.stat(model).st_mtime_ns
@@ -214,4 +242,117 @@ def test_a_validation_run_again_takes_the_field_and_a_saved_model_file_measures_
     time.sleep(0.01)
     fourth = validate_on_cpu(factory, batch, world_size=2)
     assert fourth.receptive_field == first.receptive_field, "a changed model file must be measured again"
-    assert len(field_cache._read()) == 2
+    assert len(field_cache.STORE.load()) == 2
+
+
+# -- a setting that is no module file: the far-hop weight in a config file, or in the environment -------
+
+FAR_HOP = Path(__file__).resolve().parent / "far_hop_models.py"
+
+
+def _far_hop_report(factory: str) -> Any:
+    return validate_on_cpu(factory, load_object(f"{FAR_HOP}:sample_batch")(), world_size=2, timeout_sec=120)
+
+
+def _fresh(monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]) -> Any:
+    """`run()` as a fresh process gives it: the field measured, nothing remembered taken."""
+    with monkeypatch.context() as m:
+        m.setenv("DISTCHECK_FIELD_CACHE", "0")
+        return run()
+
+
+def _assert_under_declared(report: Any) -> None:
+    field = report.receptive_field
+    assert field is not None and field.measured_depth == 3 and field.under_declared, field
+    assert "UNDER-DECLARED" in report.next_action
+    assert report.attempts[0].spec.distribution.policy.halo_width == pytest.approx(3 * 3.0 + 0.5)
+
+
+@pytest.fixture
+def far_hop_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    model = tmp_path / "far_hop_model.py"
+    shutil.copy(FAR_HOP, model)
+    return model
+
+
+def test_a_config_file_that_adds_a_weak_far_hop_is_measured_again(
+    far_hop_path: Path, monkeypatch: pytest.MonkeyPatch, stable_report: Callable[[Any], dict[str, Any]]
+) -> None:
+    """Weight 0 in the model's config file: two layers deep, as declared. Then 1e-7: three deep, which
+    no file, weight or rounded output shows; the next validation in this process must say what a fresh
+    process says (UNDER-DECLARED, the halo of three layers), not reuse the depth of two."""
+    factory = f"{far_hop_path}:config_factory"
+    config = far_hop_path.parent / "far_hop.json"
+    config.write_text(json.dumps({"far_hop_weight": 0.0}))
+    first = _far_hop_report(factory)
+    assert first.receptive_field is not None and first.receptive_field.measured_depth == 2
+    assert not first.receptive_field.under_declared and "UNDER-DECLARED" not in first.next_action
+    config.write_text(json.dumps({"far_hop_weight": 1e-7}))
+    warm = _far_hop_report(factory)
+    fresh = _fresh(monkeypatch, lambda: _far_hop_report(factory))
+    _assert_under_declared(fresh)
+    _assert_under_declared(warm)
+    assert stable_report(warm) == stable_report(fresh)
+
+
+def test_an_environment_variable_that_adds_a_weak_far_hop_is_measured_again(
+    far_hop_path: Path, monkeypatch: pytest.MonkeyPatch, stable_report: Callable[[Any], dict[str, Any]]
+) -> None:
+    factory = f"{far_hop_path}:env_factory"
+    monkeypatch.delenv("FAR_HOP_WEIGHT", raising=False)
+    noted: list[dict[str, str | None]] = []
+    real_note = learned.note_env_reads
+
+    def note(target: str, reads: Mapping[str, str | None]) -> None:
+        noted.append(dict(reads))
+        real_note(target, reads)
+
+    monkeypatch.setattr(field_cache, "note_env_reads", note)
+    first = _far_hop_report(factory)
+    assert first.receptive_field is not None and first.receptive_field.measured_depth == 2
+    assert noted[-1].get("FAR_HOP_WEIGHT", "missing") is None, noted  # the reference child recorded the read
+    assert not any(k.startswith("DISTCHECK_") for k in noted[-1]), "distcheck's own reads are not the model's"
+    monkeypatch.setenv("FAR_HOP_WEIGHT", "1e-7")
+    warm = _far_hop_report(factory)
+    assert noted[-1]["FAR_HOP_WEIGHT"] == "1e-7"
+    fresh = _fresh(monkeypatch, lambda: _far_hop_report(factory))
+    _assert_under_declared(fresh)
+    _assert_under_declared(warm)
+    assert stable_report(warm) == stable_report(fresh)
+    monkeypatch.delenv("FAR_HOP_WEIGHT")
+    again = _far_hop_report(factory)  # back to unset: the first measurement is remembered
+    assert again.receptive_field is not None and again.receptive_field.measured_depth == 2
+    assert stable_report(again) == stable_report(first)
+
+
+# -- which environment variables the model reads (`runtime.env_reads`) ----------------------------------
+
+
+def test_the_reads_of_the_models_code_are_recorded_and_distchecks_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from distcheck.processes.spares import settings
+    from distcheck.runtime import env_reads
+
+    monkeypatch.setenv("MODEL_DEPTH", "3")
+    monkeypatch.delenv("NOT_SET_HERE", raising=False)
+    monkeypatch.setenv("TMPDIR", str(Path(tempfile.gettempdir())))
+    original = type(os.environ)
+    recorder = env_reads.start()
+    try:
+        assert os.environ["MODEL_DEPTH"] == "3" and os.getenv("NOT_SET_HERE") is None
+        assert "MODEL_DEPTH" in os.environ
+        os.environ["WRITTEN_FIRST"] = "x"  # set by the code itself before it reads it: not an input
+        assert os.environ.get("WRITTEN_FIRST") == "x"
+        tempfile._candidate_tempdir_list()  # type: ignore[attr-defined]  # the standard library reads for its caller (this test)
+        settings.resident_enabled()  # distcheck's own read
+    finally:
+        reads = recorder.stop()
+        os.environ.pop("WRITTEN_FIRST", None)
+    assert type(os.environ) is original
+    assert reads["MODEL_DEPTH"] == "3" and reads["NOT_SET_HERE"] is None and "TMPDIR" in reads
+    assert "WRITTEN_FIRST" not in reads and "DISTCHECK_RESIDENT_RANKS" not in reads
+    env_factory = load_object(f"{FAR_HOP}:env_factory")
+    recorder = env_reads.start()
+    env_factory()
+    assert recorder.stop() == {"FAR_HOP_WEIGHT": None}
