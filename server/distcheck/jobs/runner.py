@@ -11,9 +11,23 @@ Protocol (JSON lines; requests on stdin, messages on the original stdout; see do
     ← {"id": n, "pong": true, "pid": …, "torch": "2.x", "cuda": false, "python": "…"}
     → {"id": n, "method": "validate", "params": {"target": <Target.to_wire()>, "spec": <spec JSON> | null}}
     ← {"id": n, "event": "reference_started", "info": {…}}          (any number of progress events)
-    ← {"id": n, "result": <TraceReport JSON>, "notice": str | null}
+    ← {"id": n, "result": <TraceReport JSON>, "notice": str | null, "retire": [str] (only when retiring)}
       or {"id": n, "error": {"type", "message", "hint", "frames", "user_frame", "report"?}}
     → {"id": n, "method": "shutdown"}
+
+One target per runner. This process imports the user's code (the factory's and the sample's modules:
+`run_job` loads them here as the CLI does) and forgets those modules after each validation, its
+global settings put back (`isolation.isolated_global_state`); what an import did to torch itself
+cannot be put back (a `torch.Tensor` method or torch function wrapped, a global module hook, an op
+registered). So a runner serves one target (`serving.serving_key`: the same factory, sample, project
+directory and import path), as a fresh process would:
+
+- a validation of another target than the one it imported is refused: it answers
+  `{"id": n, "error": {"type": "RunnerRetired", ...}}` and exits (the daemon never sends one: it
+  switches to its standby runner first, `lsp.runner_slot`);
+- a validation whose code changed what cannot be put back (`GlobalStateGuard.unrestored`: torch's
+  surface, the inter-op threads) is answered with `"retire": [why, ...]` beside its result, and the
+  runner exits after that answer; the daemon's next validation runs in a fresh runner.
 
 Anything else the process (or user code it imports) prints goes to stderr, which the daemon logs:
 file descriptor 1 is pointed at stderr at start-up and the protocol uses a private duplicate. The
@@ -38,6 +52,7 @@ from typing import IO, TYPE_CHECKING, Any
 from ..environment import read_settings
 from ..options import EDITOR
 from .bytecode import import_torch
+from .serving import RETIRED_ERROR, serving_key
 
 if TYPE_CHECKING:
     from ..report import TraceReport
@@ -110,12 +125,18 @@ def _cause(exc: BaseException) -> str | None:
     return root_cause_words(exc)
 
 
-def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]], None]) -> tuple[Any, str | None]:
+def validate(
+    params: Mapping[str, Any],
+    emit: Callable[[str, Mapping[str, Any]], None],
+    retire: Callable[[str], None] | None = None,
+) -> tuple[Any, str | None]:
     """Run one job as the CLI would, hints in the editor's words; returns (the TraceReport, a notice or None).
 
     `params["target"]` is a `Target.to_wire()` (its options merged and checked by the daemon, checked
     again here), `params["spec"]` the prior spec or None: the file the one spec rule names
-    (`jobs.spec_source`, which the daemon applied too), recorded in the report with its rule."""
+    (`jobs.spec_source`, which the daemon applied too), recorded in the report with its rule.
+    `retire(why)` is called for each thing the job's code changed in this process that cannot be put
+    back (this process must then serve no further validation), also when the job raised."""
     from ..runtime.isolation import isolated_global_state
     from ..spec import MLIPSpec
     from .devices import NO_GPU_NOTICE as FELL_BACK
@@ -129,7 +150,10 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
     raw_spec = params.get("spec")
     spec = MLIPSpec.coerce(raw_spec) if raw_spec is not None else None
     notices: list[str] = []
-    with isolated_global_state():  # what the target's code sets here must not reach the next validation
+    guard = isolated_global_state()
+    if retire is not None:
+        guard.on_unrestored = _and_log(retire)
+    with guard:  # what the target's code sets here must not reach the next validation
         before = set(sys.modules)
         home = os.getcwd()
         state = push_python_path(target.python_path)
@@ -141,6 +165,25 @@ def validate(params: Mapping[str, Any], emit: Callable[[str, Mapping[str, Any]],
             pop_python_path(state)
             purge_user_modules(before, [*target.python_path, target.root])
     return report, NO_GPU_NOTICE if FELL_BACK in notices else None
+
+
+def _and_log(retire: Callable[[str], None]) -> Callable[[str], None]:
+    def report(message: str) -> None:
+        print(f"distcheck runner: {message}", file=sys.stderr, flush=True)
+        retire(message)
+
+    return report
+
+
+def _refusal(served: str, key: str) -> dict[str, Any]:
+    """The answer to a validation of another target than the one this runner imported."""
+    return {
+        "type": RETIRED_ERROR,
+        "message": "this runner imported another target's code and serves that target only "
+        f"(it imported {served}, this validation is of {key})",
+        "hint": "validate again: the editor starts a fresh runner for it",
+        "frames": [],
+    }
 
 
 def _setup_report(found: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,6 +317,7 @@ def main() -> int:
         file=sys.stderr,
         flush=True,
     )
+    served: str | None = None  # the target whose code this process imported (`serving_key`)
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -306,13 +350,26 @@ def main() -> int:
                 channel.send({"id": req_id, "event": event, "info": _clean_info(info)})
 
             params = request.get("params") or {}
+            key = serving_key(params.get("target") if isinstance(params, Mapping) else None)
+            if served is not None and key != served:  # never another target's code in this process
+                channel.send({"id": req_id, "error": _refusal(served, key)})
+                break
+            served = key
             keep_spares_warm(params)
+            reasons: list[str] = []
             try:
-                report, notice = validate(params, emit)
+                report, notice = validate(params, emit, reasons.append)
             except Exception as exc:
-                channel.send({"id": req_id, "error": _error(exc)})
+                channel.send({"id": req_id, "error": _error(exc), **({"retire": reasons} if reasons else {})})
+                if reasons:
+                    break
                 continue
-            channel.raw(f'{{"id": {json.dumps(req_id)}, "notice": {json.dumps(notice)}, "result": {report.to_json()}}}')
+            retire = f', "retire": {json.dumps(reasons)}' if reasons else ""
+            channel.raw(
+                f'{{"id": {json.dumps(req_id)}, "notice": {json.dumps(notice)}{retire}, "result": {report.to_json()}}}'
+            )
+            if reasons:  # what the job's code did to this process cannot be undone: a fresh runner serves next
+                break
             keep_spares_warm(params, report)
         else:
             channel.send(

@@ -11,6 +11,11 @@ process groups, and orphans are no longer the runner's descendants.
 `kill()` stops the runner's group (SIGSTOP, so nothing new is forked), kills the process group of
 every descendant and every recorded process, then the runner's own group, and waits for them to go
 — within a second in practice.
+
+A runner serves one target (`jobs.serving`): `serves` is the key of the target it was sent, and
+`may_serve(key)` says whether it may take a validation of another; a runner that answered with
+`"retire"` (its target's code changed what cannot be put back) or refused a target exits by itself,
+which is an expected exit (`retiring` says why).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from ..jobs.serving import RETIRED_ERROR, serving_key
 from .runner_tree import Tracked, kill_all, snapshot
 
 __all__ = ["RunCancelled", "RunnerClient", "RunnerDied", "RunnerError"]
@@ -35,6 +41,7 @@ __all__ = ["RunCancelled", "RunnerClient", "RunnerDied", "RunnerError"]
 EventCallback = Callable[[str, Mapping[str, Any]], None]
 LogCallback = Callable[[str, str], None]
 ExitCallback = Callable[["RunnerClient", "int | None", bool], None]
+IdleCallback = Callable[["RunnerClient"], None]
 
 _LINE_LIMIT = 256 * 1024 * 1024
 _SNAPSHOT_EVERY = 0.25
@@ -102,10 +109,16 @@ class RunnerClient:
         on_exit: ExitCallback,
         python: str | None = None,
         env: Mapping[str, str] | None = None,
+        on_idle: IdleCallback | None = None,
     ) -> None:
         self.cwd = cwd
         self.log = log
         self.on_exit = on_exit
+        self.on_idle = on_idle
+        self.serves: str | None = None
+        """The `serving_key` of the target this runner was sent (None before its first validation)."""
+        self.retiring: list[str] | None = None
+        """Why the runner exits by itself after its last answer (None while it serves on)."""
         self.python = python or sys.executable
         self.env = dict(env) if env is not None else None
         self.proc: asyncio.subprocess.Process | None = None
@@ -133,6 +146,11 @@ class RunnerClient:
     def alive(self) -> bool:
         """Started and not exited."""
         return self.proc is not None and not self.exited.is_set()
+
+    def may_serve(self, key: str) -> bool:
+        """Whether this runner may validate the target whose `serving_key` is `key`: alive, not retiring,
+        and fresh or already serving that target."""
+        return self.alive and self.retiring is None and self.serves in (None, key)
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ if self.env is None else self.env)
@@ -260,7 +278,8 @@ class RunnerClient:
             self._pending.pop(req_id, None)
 
     async def validate(self, params: Mapping[str, Any], on_event: EventCallback | None) -> tuple[dict[str, Any], Any]:
-        """Run a validation: (report JSON object, notice)."""
+        """Run a validation: (report JSON object, notice). The runner serves this target from now on."""
+        self.serves = serving_key(params.get("target"))
         self._busy += 1
         snapshots = asyncio.create_task(self._snapshots(), name="distcheck-runner-snapshots")
         try:
@@ -268,6 +287,11 @@ class RunnerClient:
         finally:
             self._busy -= 1
             snapshots.cancel()
+            if self.on_idle is not None:
+                try:
+                    self.on_idle(self)
+                except Exception as exc:
+                    self.log("error", f"runner idle handler failed: {type(exc).__name__}: {exc}")
         report, notice = result
         return report, notice
 
@@ -297,6 +321,17 @@ class RunnerClient:
                 except Exception as exc:  # a progress callback must never break the pipe
                     self.log("error", f"progress callback failed: {type(exc).__name__}: {exc}")
             return
+        retire = message.get("retire")
+        error = message.get("error")
+        refused = isinstance(error, Mapping) and error.get("type") == RETIRED_ERROR
+        if retire or refused:  # it exits after this answer: expected, not a crash
+            if isinstance(retire, list):
+                why = [str(r) for r in retire]
+            else:
+                why = [str(error.get("message", "")) if isinstance(error, Mapping) else str(retire)]
+            self.retiring = why or ["retired"]
+            self._killing = True
+            self.log("info", f"the runner (pid {self.pid}) retires after this validation: {'; '.join(self.retiring)}")
         if pending is None or pending.future.done():
             return
         if "error" in message:

@@ -1,10 +1,18 @@
-"""The daemon's one runner child: started with the first validation, restarted when it dies.
+"""The daemon's runner child: started with the first validation, replaced when it may not serve the
+next one, restarted when it dies.
 
 The runner is started lazily (nothing that could import the workspace's code runs before the user
 asks for a validation), in a private directory, never the workspace. When it exits unexpectedly the
 user is told why — it could not start (torch or distcheck missing for this interpreter), or it
 stopped during a validation — and a fresh one is started, unless it died more than `MAX_RESTARTS`
 times within `RESTART_WINDOW` seconds: then it stays down until the next validation asks for it.
+
+A runner imports its target's code into its own process, so it serves that target only
+(`jobs.serving`, `jobs.runner`): `ensure(target)` hands a validation of another target to a fresh
+runner and stops the old one, and a runner whose target changed what cannot be put back exits after
+its answer (an expected exit: the next validation gets a fresh runner). So that switching stays fast,
+once a runner has finished a validation a *standby* runner is started beside it (torch imported, its
+process pool warm, no user code): the next runner taken is the standby when it is alive.
 """
 
 from __future__ import annotations
@@ -12,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from .. import importguard
+from ..jobs.serving import serving_key
 from .runner_client import RunnerClient, describe_exit
 
 __all__ = ["MAX_RESTARTS", "READY_TIMEOUT", "RESTART_WINDOW", "RunnerSlot"]
@@ -44,6 +53,8 @@ class RunnerSlot:
         self._spawn = spawn
         self._active = active
         self.runner: RunnerClient | None = None
+        self.standby: RunnerClient | None = None
+        """A runner started ahead (no user code yet), taken when the runner may not serve a validation."""
         self.lock = asyncio.Lock()
         self.shutting_down = False
         self._exits: list[float] = []
@@ -60,27 +71,61 @@ class RunnerSlot:
             self._broken = None
             self._exits.clear()
 
-    async def ensure(self) -> RunnerClient:
-        """The running, ready runner (started if needed); `TimeoutError` when it never gets ready."""
+    async def ensure(self, target: Mapping[str, Any] | None = None) -> RunnerClient:
+        """The running, ready runner for a validation of `target` (a `Target.to_wire()`; None: any),
+        started if needed, or a fresh one when the current one serves another target or retires;
+        `TimeoutError` when it never gets ready."""
         runner = self.runner
+        if runner is not None and runner.alive and target is not None and not runner.may_serve(serving_key(target)):
+            self._log("info", f"the runner (pid {runner.pid}) serves another target: switching to a fresh one")
+            self.runner = None
+            self._spawn(runner.stop(), "distcheck-runner-retire")
+            runner = None
         if runner is None or not runner.alive:
             runner = await self.start()
         await runner.wait_ready(READY_TIMEOUT)
         return runner
 
     async def start(self) -> RunnerClient:
-        """Start a runner unless one is alive; returns it (maybe not ready yet)."""
+        """Start a runner unless one is alive (the standby when it is); returns it (maybe not ready yet)."""
         if self.runner is not None and self.runner.alive:
             return self.runner
-        # Never the workspace: the runner must import nothing from it before a validation asks it to.
-        runner = RunnerClient(cwd=importguard.private_dir(), log=self._log, on_exit=self._exited)
+        standby, self.standby = self.standby, None
+        if standby is not None and standby.alive and standby.serves is None:
+            self.runner = standby
+            self._log("info", f"took the standby runner (pid {standby.pid})")
+            return standby
+        runner = self._client()
         self.runner = runner
         await runner.start()
         return runner
 
+    def _client(self) -> RunnerClient:
+        # Never the workspace: the runner must import nothing from it before a validation asks it to.
+        return RunnerClient(cwd=importguard.private_dir(), log=self._log, on_exit=self._exited, on_idle=self._idle)
+
+    def _idle(self, runner: RunnerClient) -> None:
+        """A validation ended on `runner`: start the standby now, unless there is one or nothing needs it."""
+        if runner is not self.runner or not runner.alive or self.shutting_down:
+            return
+        if self.standby is not None and self.standby.alive:
+            return
+        self._spawn(self._start_standby(), "distcheck-runner-standby")
+
+    async def _start_standby(self) -> None:
+        if self.shutting_down or (self.standby is not None and self.standby.alive):
+            return
+        standby = self._client()
+        self.standby = standby
+        await standby.start()
+        self._log("info", f"started a standby runner (pid {standby.pid})")
+
     async def stop(self, kill: bool) -> None:
-        """Stop the runner for good (`kill` when a validation holds it: do not wait for it)."""
+        """Stop the runner (and the standby) for good (`kill` when a validation holds it: do not wait)."""
         self.shutting_down = True
+        standby, self.standby = self.standby, None
+        if standby is not None:
+            await standby.kill()
         runner = self.runner
         if runner is not None:
             if kill:
@@ -89,11 +134,17 @@ class RunnerSlot:
                 await runner.stop()
 
     def _exited(self, runner: RunnerClient, returncode: int | None, expected: bool) -> None:
+        if runner is self.standby:
+            self.standby = None
+            if not expected and not self.shutting_down:
+                self._log("warning", f"the standby runner stopped ({describe_exit(returncode)})")
+            return
         if runner is not self.runner or self.shutting_down:
             return
         self.runner = None
         if expected:
-            self._log("info", "runner stopped as asked; starting a fresh one")
+            why = f" ({'; '.join(runner.retiring)})" if runner.retiring else ""
+            self._log("info", f"runner stopped as asked{why}; starting a fresh one")
             self._spawn(self.start(), "distcheck-runner-restart")
             return
         active = self._active()

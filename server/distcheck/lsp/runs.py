@@ -216,7 +216,7 @@ class Runs:
                     raise RunCancelled()
                 if not self.slot.ready:
                     self._progress(run, "report", "starting the runner (importing torch)")
-                runner = await self.slot.ensure()
+                runner = await self.slot.ensure(run.target.job(options).to_wire())  # a runner serves one target
                 if run.cancelled:
                     raise RunCancelled()
                 spec = self._workspace.spec_param(run.target)

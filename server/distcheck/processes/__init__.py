@@ -13,8 +13,13 @@ Each kind: who starts it; who ends it; what kills it when its owner dies.
 
 - **daemon** (`lsp/`, `distcheck-lsp` over stdio): the editor; `shutdown`/`exit`, stdin closing,
   SIGTERM/SIGHUP; stdin closes, and it kills its runner's tree (`lsp.runner_tree.kill_all`).
-- **runner** (`jobs/runner.py`, one per workspace): the daemon; the daemon (shutdown, restart, a
-  target it may not serve); its watchdog sees the daemon gone, kills what it started and exits.
+- **runner** (`jobs/runner.py`): the daemon (`lsp/runner_slot.py`); the daemon (shutdown, restart,
+  a target it may not serve), or itself; its watchdog sees the daemon gone, kills what it started and
+  exits. It imports its target's code (factory, sample) into its own process, so it serves that
+  target only (`jobs/serving.py`): another target's validation goes to a *standby* runner the daemon
+  started ahead (torch and its pool warm, no user code) or a fresh one, and a runner refuses one
+  itself; after a validation whose code changed what cannot be put back (a torch function or hook,
+  an op: `isolation.torch_surface`; the inter-op threads) it answers with `"retire"` and exits.
 - **forkserver** (`forkserver.process_context`, the owner's first start): the owner;
   `teardown.end_helpers` (CLI) or the owner's exit; `OWNER_GONE_SIGNAL`, a parent-death signal: it
   kills its subtree and removes the owner's run directories (`lifeline.arm_forkserver`).
@@ -42,8 +47,10 @@ How the ranks of one run came to be is `runtime.run_result.RankLifecycle`, recor
   (`spares.prepared`); used only for the run they were built for, else discarded.
 - `RESIDENT`: ranks of an earlier run of this validation kept alive for its next run (`resident`);
   the user's modules are forgotten and the global state put back between runs, and a run whose import
-  changed what cannot be put back (torch's functions, hooks, registered ops, inter-op threads) retires
-  them (`resident.RETIRING`), which the attempt's notes say.
+  changed what cannot be put back (torch's functions, hooks, registered ops, inter-op threads:
+  `isolation.torch_surface`, against a baseline taken before the first user import, also a prepared
+  spare's) retires them (`resident.RETIRING`), which the attempt's timings say
+  (`run_result.RETIRED_TIMING`); the next run starts fresh ranks, where that import applies once.
 - `LAUNCHED`: ranks a launcher started (`runtime/group.py`); they run every attempt of the job.
 
 The first attempt may run *ahead*, while the reference runs, under the spec the target's last

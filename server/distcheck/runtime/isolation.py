@@ -36,8 +36,14 @@ change a second time:
   an attribute removed, or added unless it is a submodule);
 - the global module hooks (`torch.nn.modules.module._global_*`: forward, pre-forward, backward and
   registration hooks, by their handles' keys);
-- the ops registered from Python (`torch.library` definitions and implementations, `custom_op`s,
-  `torch.ops.load_library`) and the torch-function / dispatch mode stacks left pushed.
+- the ops registered from Python (`torch.library` definitions and implementations, `custom_op`s)
+  and the torch-function / dispatch mode stacks left pushed.
+
+Only what the user's code did counts (`surface_changes`): a new function or hook defined in a user
+file (`frames.is_user_file`), or in code without a file (`python -c`, a notebook cell); an op the
+dispatcher says was registered from one. What torch or an installed package does as it imports itself
+lazily (torch wraps `torch.manual_seed` when `torch._dynamo` loads, registers its collectives' ops)
+happens once per process, in a fresh process too, and stays: those modules are never imported again.
 
 A process that saw such a change serves no further run (a resident rank retires, the editor's runner
 exits after its reply): the next run starts in a fresh process, where the import applies once, as in
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import sys
 import types
 import warnings
@@ -81,22 +88,25 @@ _NAMESPACES = (
 )
 """Where a model module replaces torch functions (`torch.Tensor` and `torch.nn.Module` are classes)."""
 
-_IGNORED = frozenset({"__warningregistry__"})
-"""Names torch's own code adds to a namespace as it runs."""
+_IGNORED = frozenset({"__warningregistry__", "__slotnames__"})
+"""Names Python adds to a namespace as it runs (the `warnings` registry, `copyreg`'s cache of a class's
+slots when one of its objects is pickled or copied)."""
 
 MAX_NAMED = 6
 """At most this many changed names per kind of change are listed one by one."""
+
+_REGISTERED_AT = re.compile(r"registered at (.+?):\d+")
 
 
 @dataclass(frozen=True)
 class TorchSurface:
     """What of torch's global state user code can change and a re-import would change again: each
-    namespace's attributes (the objects), the global module hooks (their keys), the Python-registered
-    ops and the mode stacks' depths. Cheap to take (well under a millisecond)."""
+    namespace's attributes (the objects), the global module hooks (by key), the ops registered from
+    Python and the mode stacks' depths. Cheap to take (well under a millisecond)."""
 
     attributes: dict[str, dict[str, Any]]
     hooks: dict[str, Any]
-    ops: dict[str, Any]
+    ops: dict[str, frozenset[str]]
     modes: tuple[int, int]
 
 
@@ -109,14 +119,13 @@ def _namespace(name: str) -> Any:
     return getattr(owner, attr, None) if owner is not None else None
 
 
-def _ops() -> dict[str, Any]:
+def _ops() -> dict[str, frozenset[str]]:
     library = sys.modules.get("torch.library")
     custom = sys.modules.get("torch._library.custom_ops")
     return {
-        "torch.library definitions": frozenset(getattr(library, "_defs", ()) or ()),
-        "torch.library implementations": len(getattr(library, "_impls", ()) or ()),
+        "definitions": frozenset(getattr(library, "_defs", ()) or ()),
+        "implementations": frozenset(getattr(library, "_impls", ()) or ()),
         "custom ops": frozenset(getattr(custom, "OPDEFS", {}) or {}),
-        "loaded op libraries": frozenset(getattr(torch.ops, "loaded_libraries", ()) or ()),
     }
 
 
@@ -131,9 +140,62 @@ def torch_surface() -> TorchSurface:
     module = sys.modules.get("torch.nn.modules.module")
     for name, value in vars(module).items() if module is not None else ():
         if name.startswith("_global_"):
-            hooks[name] = tuple(value) if isinstance(value, dict) else value
+            hooks[name] = dict(value) if isinstance(value, dict) else value
     modes = (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
     return TorchSurface(attributes, hooks, _ops(), modes)
+
+
+def _users(path: str | None) -> bool:
+    """Whether code from `path` is the user's (a module a later run imports again): a user file, code
+    without a file of its own (`python -c`, a notebook cell) or of no known origin; never torch's,
+    another installed package's or the standard library's, which stay imported."""
+    from .frames import is_user_file
+
+    return path is None or path.startswith("<") or is_user_file(path)
+
+
+def _code_file(value: Any) -> str | None:
+    """The file the function `value` is (a wrapper, a partial, a bound method, a callable object)."""
+    for _ in range(4):
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+        inner = getattr(value, "__func__", None) or getattr(value, "func", None)
+        if inner is None and callable(value) and not isinstance(value, type):
+            inner = vars(type(value)).get("__call__")  # a callable object: its class's method
+        if inner is None:
+            break
+        value = inner
+    return None
+
+
+def _from_user(value: Any) -> bool:
+    """Whether a new attribute value or hook came from the user's code: a function defined in a user
+    file; a builtin of torch (torch's own lazy rebinding) is not, any other object may be."""
+    path = _code_file(value)
+    if path is None and callable(value) and str(getattr(value, "__module__", "") or "").startswith("torch"):
+        return False
+    return _users(path)
+
+
+def _op_from_user(kind: str, name: str) -> bool:
+    """Whether the op registration `name` (an op for definitions and custom ops, `ns/op/key` for an
+    implementation) came from the user's code: where the dispatcher says it was registered (the
+    kernel's line for an implementation, else the op's own); unknown to the dispatcher: yes."""
+    if kind == "custom ops":
+        found = getattr(sys.modules.get("torch._library.custom_ops"), "OPDEFS", {}).get(name)
+        return _users(_code_file(getattr(found, "_init_fn", None)))
+    name = "".join(name.split())  # torch's own schemas may hold line breaks
+    op, key = (name, None) if kind == "definitions" else ("::".join(name.split("/")[:2]), name.split("/")[-1])
+    try:
+        dump = torch._C._dispatch_dump(op)
+    except Exception:
+        return True
+    lines = dump.splitlines()
+    chosen = [ln for ln in lines if key is not None and (ln.startswith(f"{key}:") or ln.startswith(f"{key}["))]
+    chosen = chosen or [ln for ln in lines if ln.startswith("debug:")]
+    places = [m.group(1) for m in (_REGISTERED_AT.search(ln) for ln in chosen) if m is not None]
+    return not places or any(_users(p) for p in places)
 
 
 def _inherited(space: str) -> set[str]:
@@ -149,30 +211,44 @@ def _listed(names: list[str]) -> str:
     return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
+def _attribute_changes(space: str, was: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    replaced = [k for k, v in was.items() if k in now and now[k] is not v and _from_user(now[k])]
+    removed = [k for k in was if k not in now]
+    fresh = [k for k, v in now.items() if k not in was and not isinstance(v, types.ModuleType) and _from_user(v)]
+    inherited = _inherited(space) if fresh else set()  # a class's new attribute shadowing a base's replaces it
+    replaced += [k for k in fresh if k in inherited]
+    added = [k for k in fresh if k not in inherited]
+    found = []
+    for keys, what in ((replaced, "replaced"), (removed, "removed"), (added, "added")):
+        names = [f"{space}.{k}" for k in keys if k not in _IGNORED]
+        if names:
+            found.append(f"{_listed(names)} {'was' if len(names) == 1 else 'were'} {what}")
+    return found
+
+
 def surface_changes(before: TorchSurface, after: TorchSurface) -> list[str]:
-    """What changed between two `torch_surface()`s, one line per kind of change ([] when nothing did)."""
+    """What the user's code changed between two `torch_surface()`s, one line per kind of change ([]
+    when nothing did). What torch or an installed package changed as it imported itself lazily (a
+    torch function wrapped by torch, an op torch registers on first use) is theirs: it happens once
+    per process, in a fresh one too."""
     found: list[str] = []
     for space, was in before.attributes.items():
-        now = after.attributes.get(space, {})
-        replaced = [f"{space}.{k}" for k, v in was.items() if k in now and now[k] is not v and k not in _IGNORED]
-        removed = [f"{space}.{k}" for k in was if k not in now and k not in _IGNORED]
-        fresh = [
-            k for k, v in now.items() if k not in was and k not in _IGNORED and not isinstance(v, types.ModuleType)
-        ]
-        inherited = _inherited(space) if fresh else set()  # a class's new attribute shadowing a base's replaces it
-        replaced += [f"{space}.{k}" for k in fresh if k in inherited]
-        added = [f"{space}.{k}" for k in fresh if k not in inherited]
-        for names, what in ((replaced, "replaced"), (removed, "removed"), (added, "added")):
-            if names:
-                found.append(f"{_listed(names)} {'was' if len(names) == 1 else 'were'} {what}")
-    hooks = sorted(k for k in set(before.hooks) | set(after.hooks) if before.hooks.get(k) != after.hooks.get(k))
+        found += _attribute_changes(space, was, after.attributes.get(space, {}))
+    hooks = []
+    for name in sorted(set(before.hooks) | set(after.hooks)):
+        had, has = before.hooks.get(name), after.hooks.get(name)
+        if isinstance(had, dict) and isinstance(has, dict):
+            added = [h for k, h in has.items() if k not in had]
+            if any(_from_user(h) for h in added) or any(k not in has for k in had):
+                hooks.append(name)
+        elif had is not has and had != has:
+            hooks.append(name)
     if hooks:
         found.append(f"global module hooks changed ({', '.join(f'torch.nn.modules.module.{h}' for h in hooks)})")
-    for kind, had in before.ops.items():
-        has = after.ops.get(kind)
-        if has != had:
-            new: list[Any] = sorted(has - had) if isinstance(has, frozenset) and isinstance(had, frozenset) else []
-            found.append(f"{kind} changed" + (f" ({_listed([str(n) for n in new])} registered)" if new else ""))
+    for kind, had_ops in before.ops.items():
+        new = sorted(n for n in after.ops.get(kind, frozenset()) - had_ops if _op_from_user(kind, n))
+        if new:
+            found.append(f"op {kind} registered ({_listed(new)})")
     if after.modes != before.modes:
         found.append(f"torch-function / dispatch modes left pushed (stack depths {before.modes} -> {after.modes})")
     return found

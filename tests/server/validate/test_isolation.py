@@ -3,7 +3,8 @@ into the next validation in the same process.
 
 The guard itself runs in a fresh interpreter (so a broken guard cannot leak into this test process,
 and so `set_num_interop_threads` can still be called once); the runner is driven over its JSON-lines
-protocol: probe, leaky target, probe again — the second probe must see what the first one saw.
+protocol as the daemon drives it (one target per runner, `runner_protocol.Runners`): probe, leaky
+target, probe again — the second probe must see what the first one saw.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
+from runner_protocol import Runners
 
 import distcheck
 
@@ -130,18 +131,6 @@ print(json.dumps({"same": {k: before[k] == after[k] for k in before},
     assert result["filters"][0] == result["filters"][1]
 
 
-def _request(proc: subprocess.Popen[str], req_id: int, method: str, params: Any = None) -> dict[str, Any]:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps({"id": req_id, "method": method, "params": params}) + "\n")
-    proc.stdin.flush()
-    while True:
-        line = proc.stdout.readline()
-        assert line, "the runner exited"
-        message: dict[str, Any] = json.loads(line)
-        if message.get("id") == req_id and "event" not in message:
-            return message
-
-
 def _target(module: str) -> dict[str, Any]:
     path = MODELS / f"{module}.py"
     target = {
@@ -157,44 +146,36 @@ def _target(module: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(240)
 def test_runner_validations_do_not_leak_global_state(tmp_path: Path) -> None:
+    """Probe, leaky target, probe, probe, as the daemon sends them. A runner serves one target: the
+    leaky one runs in a runner of its own, which retires after it (it set the inter-op threads), and the
+    second probe runs in a fresh runner, seeing what the first saw (but for the random generators, which
+    every fresh process seeds its own way); the third probe, in the second probe's runner, sees exactly
+    what the second saw, generators included: what a validation sets is put back."""
     probe = tmp_path / "probe.jsonl"
-    env = dict(os.environ, DISTCHECK_STATE_PROBE=str(probe), PYTHONSAFEPATH="1")
-    env["PYTHONPATH"] = str(SERVER)
     home = tmp_path / "runner"
     home.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distcheck.jobs.runner"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=home,
-        env=env,
-        start_new_session=True,
-    )
+    runners = Runners(home, {"DISTCHECK_STATE_PROBE": str(probe)})
+    verdicts, pids, retired = [], [], []
     try:
-        assert _request(proc, 0, "ping").get("pong") is True
-        verdicts = []
-        for i, module in enumerate(("state_probe", "leaky_state", "state_probe"), start=1):
-            answer = _request(proc, i, "validate", _target(module))
+        for module in ("state_probe", "leaky_state", "state_probe", "state_probe"):
+            answer, pid, _ = runners.validate(_target(module))
             assert "result" in answer, answer
             verdicts.append(answer["result"]["verdict"])
+            pids.append(pid)
+            retired.append(answer.get("retire", []))
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-            proc.kill()
-            proc.wait()
-    assert verdicts == ["passed", "passed", "passed"]
-    first, leaky, second = (json.loads(line) for line in probe.read_text().splitlines())
-    assert (first["tag"], leaky["tag"], second["tag"]) == ("probe", "leaky", "probe")
-    # the leaky target really changed the runner's state while it ran ...
+        runners.close()
+    assert len(set(pids[:3])) == 3 and pids[3] == pids[2], "a runner served another target"
+    assert any("set_num_interop_threads" in why for why in retired[1]), retired
+    assert retired[0] == retired[2] == retired[3] == []
+    assert verdicts == ["passed"] * 4
+    first, leaky, second, third = (json.loads(line) for line in probe.read_text().splitlines())
+    assert [r["tag"] for r in (first, leaky, second, third)] == ["probe", "leaky", "probe", "probe"]
+    # the leaky target really changed its runner's state while it ran ...
     assert leaky["default_dtype"] == "torch.float64" and leaky["grad_enabled"] is False
     assert leaky["deterministic"] is True and leaky["num_threads"] == 1
     assert leaky["torch_rng"] != first["torch_rng"] and leaky["numpy_rng"] != first["numpy_rng"]
-    # ... and the next validation starts from exactly what the first one saw
-    assert second == first
+    # ... and no other validation saw any of it
+    rng = ("torch_rng", "numpy_rng", "python_rng")
+    assert {k: v for k, v in second.items() if k not in rng} == {k: v for k, v in first.items() if k not in rng}
+    assert third == second
