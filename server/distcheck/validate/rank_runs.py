@@ -1,14 +1,12 @@
 """How a validation's runs of its ranks start, when it starts them itself (not a launcher's ranks):
-its spares, asked for by its reference run and dropped (or kept warm) when it ends however it ends;
+its spares, asked for by its reference run (`Executor` drops them, or keeps them warm, when it ends);
 what `RANK_INSTRUMENTATION` records in every rank; and `run_distributed`'s arguments for one run.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from ..processes.launch import run_distributed
 from ..processes.resident import ResidentRanks
@@ -20,32 +18,10 @@ from ..spec import MLIPSpec
 from .deadline import Budget
 from .run_setup import RunSetup, ValidationRequest
 
-__all__ = ["RANK_INSTRUMENTATION", "instrumentation_options_for", "launch_ranks", "validation_spares", "with_spares"]
+__all__ = ["RANK_INSTRUMENTATION", "instrumentation_options_for", "launch_ranks", "validation_spares"]
 
 RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
 """What every rank of a validation records: the watched helpers' calls, the layers' outputs."""
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-_AHEAD: contextvars.ContextVar[ValidationSpares | None] = contextvars.ContextVar("distcheck_spares", default=None)
-
-
-def with_spares(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Whatever spares the validation took and did not use are dropped when it ends, however it ends."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        token = _AHEAD.set(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            ahead = _AHEAD.get()
-            _AHEAD.reset(token)
-            if ahead is not None:
-                ahead.close()
-
-    return wrapper
-
 
 def validation_spares(
     ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
@@ -55,7 +31,6 @@ def validation_spares(
     planned = (MLIPSpec.coerce(prior) if prior is not None else MLIPSpec()).to_dict()
     packages = packages_for(ref.describe())
     ahead = ValidationSpares(ref, devices, world_size, packages, spec=planned, later_attempts=later_attempts)
-    _AHEAD.set(ahead)
     return ahead
 
 

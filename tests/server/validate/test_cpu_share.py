@@ -42,7 +42,7 @@ def test_threads_at_most_lowers_and_puts_back_even_on_error() -> None:
 def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from distcheck.validate import engine
+    from distcheck.validate import executor
 
     asked: list[int] = []
 
@@ -50,7 +50,7 @@ def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back
         asked.append(processes)
         return 16 // processes
 
-    monkeypatch.setattr(engine, "share", share_of)
+    monkeypatch.setattr(executor, "share", share_of)
     before = torch.get_num_threads()
     torch.set_num_threads(8)
     seen: dict[str, int] = {}
