@@ -197,7 +197,9 @@ def test_a_second_validation_sees_what_the_caller_changed_as_a_fresh_process_wou
         assert claimed == 0, pool.counts
     else:
         assert claimed > 0, pool.counts
-    if lifecycle == "attempt_ahead":
+    # a first spec remembered under other values of the variables the model read is not offered
+    # (`spares.learned.first_spec_for`): the second validation's first attempt then waits for its reference
+    if lifecycle == "attempt_ahead" and not scenario.startswith("environment"):
         assert "ran_ahead" in second.attempts[0].timings, second.attempts[0].timings
 
 
