@@ -78,9 +78,9 @@ class Executor:
         if self.session is not None:  # a launched job's rank 0 is a rank: its job's ranks run everything
             return self
         self._stack.callback(self._close_spares)
-        resident_on = resident_enabled()
+        resident_on = resident_enabled(s.settings)  # the switches as the validation read them at its start
         planned = None  # the first attempt's spec last time: its ranks run it while the reference runs
-        if resident_on and spares_enabled() and attempt_ahead_enabled(s.world_size):
+        if resident_on and spares_enabled(s.settings) and attempt_ahead_enabled(s.world_size, s.settings):
             planned = planned_first_spec(s.ref.describe(), request.spec)
         # spares for later attempts only where the first attempt's ranks will not serve them
         later_in_spares = request.auto_fix and request.max_fix_attempts > 0 and not resident_on
