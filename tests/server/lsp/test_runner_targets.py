@@ -48,7 +48,7 @@ async def test_a_target_after_one_that_patched_torch_runs_in_a_runner_of_its_own
             await s.command("distcheck.validate", target)
             payload = await s.wait_report(target, mark)
             verdicts.append(payload["report"]["verdict"])
-        shown = [e.params.message for e in s.rec.of("window/showMessage", start)]
+        shown = [e.message for e in s.rec.of("window/showMessage", start)]
     assert not [m for m in shown if "runner" in m], shown  # retiring a runner is nothing to warn about
     assert verdicts == ["passed", "passed"]
     patching, seen = (json.loads(line) for line in probe.read_text().splitlines())
