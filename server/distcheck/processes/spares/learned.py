@@ -28,6 +28,7 @@ from typing import Any
 
 from ... import memory
 from ...cache_home import cache_dir
+from ...environment import read_settings
 from ...memory import installed_torch_version, site_dirs
 from ...runtime.module_namespace import module_file, namespace
 
@@ -129,7 +130,7 @@ def packages_for(target: str | None) -> list[str]:
     """The packages to import ahead for `target` (the factory as the user wrote it): those its model
     imported last time in this environment while none of their files changed, then those in
     DISTCHECK_SPARE_PACKAGES."""
-    named = [m.strip() for m in os.environ.get("DISTCHECK_SPARE_PACKAGES", "").split(",") if m.strip()]
+    named = list(read_settings(warn=False).spare_packages)
     learned: list[str] = []
     if target:
         packages = _entry(memory.LEARNED.load(), target).get("packages", {})
