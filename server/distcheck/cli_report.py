@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .cli_output import Printer, print_error, rank_tag
+from .jobs.target import Target, is_path_reference
+from .option_check import ConfigError
 from .report.junit import fix_changes, write_junit
-from .targets import ConfigError, Target, is_path_reference
 
 if TYPE_CHECKING:
     from .report import TraceReport

@@ -21,11 +21,13 @@ from ase.build import bulk
 import distcheck
 from distcheck import cli
 from distcheck.cli_args import suggest_option
+from distcheck.jobs.pyproject import load_targets
 from distcheck.jobs.sample import is_dtype_mismatch, read_structure
+from distcheck.option_check import ConfigError, OptionError
+from distcheck.rank_limits import check_rank_count
 from distcheck.report import TraceReport
 from distcheck.runtime.factory import FactoryError, FactoryRef, load_object, resolve_factory
 from distcheck.sample_options import parse_frames
-from distcheck.targets import ConfigError, OptionError, check_rank_count, load_targets
 from examples import pair_potential
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,7 +301,7 @@ def test_dtype_of_the_sample(
 
 def test_dtype_casts_a_python_sample(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from distcheck.jobs.sample import load_sample
-    from distcheck.targets import Target
+    from distcheck.jobs.target import Target
 
     target = Target(name=None, factory=PAIR, sample="examples.pair_potential:sample_batch", dtype="float32")
     batch, info = load_sample(target, pair_potential.model_factory)

@@ -25,12 +25,13 @@ import distcheck
 import distcheck.processes.launch as launch
 import distcheck.validate.executor as executor
 import distcheck.validate.rank_runs as rank_runs
-from distcheck import cli, rank_limits, targets
+from distcheck import cli, rank_limits
+from distcheck.jobs.pyproject import load_targets
 from distcheck.lsp.config import SETTING_KEYS, load_workspace_targets, read_disk, read_settings
-from distcheck.options import EDITOR_SETTINGS
+from distcheck.option_check import ConfigError, OptionError, check_option
+from distcheck.options import EDITOR_SETTINGS, OPTION_ALIASES
 from distcheck.report import DeadlineReached, ReportMeta, TraceReport
 from distcheck.runtime.factory import load_object
-from distcheck.targets import OptionError, check_option, load_targets
 from distcheck.validate import validate_on_cpu
 from distcheck.validate.deadline import Budget
 from distcheck.validate.next_action import next_action
@@ -140,7 +141,7 @@ def test_check_option_names_the_option_the_value_and_what_is_valid(option: str, 
     with pytest.raises(OptionError) as refused:
         check_option(option, value)
     err = refused.value
-    assert isinstance(err, ValueError) and isinstance(err, targets.ConfigError)
+    assert isinstance(err, ValueError) and isinstance(err, ConfigError)
     assert err.option == option and err.message.startswith(option)
     assert words in err.message and repr(value) in err.message
     assert err.hint and option in err.hint
@@ -352,7 +353,7 @@ def test_pyproject_values_are_refused_on_their_line(
         load_targets(str(path))
     err = refused.value
     assert expected in err.message and err.config == str(path) and err.line == line, (err.message, err.line)
-    assert err.option == targets.OPTION_ALIASES.get(key, key) and err.hint
+    assert err.option == OPTION_ALIASES.get(key, key) and err.hint
     # the daemon shows the same problem on the same line
     problem = load_workspace_targets(str(tmp_path), read_disk).problem
     assert problem is not None and problem.line == line and expected in problem.message

@@ -16,6 +16,7 @@ import torch
 
 from distcheck import cli, cli_args
 from distcheck.jobs.devices import resolve_device
+from distcheck.jobs.pyproject import load_targets
 from distcheck.jobs.runner import _error
 from distcheck.jobs.sample import load_sample
 from distcheck.jobs.setup_errors import setup_error
@@ -44,7 +45,6 @@ from distcheck.options import (
 from distcheck.options_schema import SCHEMA_KEYS, setting_schema
 from distcheck.rank_limits import check_rank_count, check_world_size
 from distcheck.report import TraceReport
-from distcheck.targets import load_targets
 from distcheck.validate import trace_and_validate, validate_on_cpu
 from distcheck.validate.diff import compare_outputs
 from distcheck.validate.launched import validate_launched

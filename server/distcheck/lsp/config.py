@@ -1,4 +1,4 @@
-"""Targets and settings for the daemon: `[tool.distcheck]` (via `distcheck.targets`), open files, and
+"""Targets and settings for the daemon: `[tool.distcheck]` (via `distcheck.jobs.pyproject`), open files, and
 the client's `distcheck.*` settings.
 
 A workspace's targets come from the `pyproject.toml` at its root (or the nearest one above it with a

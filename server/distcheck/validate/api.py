@@ -45,7 +45,7 @@ def trace_and_validate(
     Requires CUDA: without it raises `RuntimeError` before looking at its arguments, naming
     `validate_on_cpu`. Returns a `TraceReport` whose `spec` is the working (or best) spec.
 
-    Before any process starts, every option is checked (`distcheck.targets.check_option`) and a bad
+    Before any process starts, every option is checked (`distcheck.option_check.check_option`) and a bad
     one raises `OptionError` (a `ValueError`) naming it: NaN, inf or negative tolerances, a timeout or
     deadline that is not a finite number > 0, a `world_size` that is not an int (bools are not) or
     exceeds the atoms of the sample's smallest system, and on the CPU more than

@@ -7,12 +7,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..option_check import Tolerance
+from ..option_check import Tolerance, check_options
 from ..options import option_values
 from ..report import TraceReport
 from ..runtime.group import GroupSession
 from ..spec import MLIPSpec
-from ..targets import check_options
 from .engine import ProgressCallback, run_validation
 from .run_setup import ValidationRequest
 

@@ -23,6 +23,7 @@ __all__ = ["RANK_INSTRUMENTATION", "instrumentation_options_for", "launch_ranks"
 RANK_INSTRUMENTATION = "distcheck.validate.instrument:RankInstrumentation"
 """What every rank of a validation records: the watched helpers' calls, the layers' outputs."""
 
+
 def validation_spares(
     ref: FactoryRef, devices: Sequence[str], world_size: int, prior: Any, later_attempts: bool
 ) -> ValidationSpares:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from distcheck.jobs.pyproject import load_targets
+from distcheck.jobs.toml_index import TomlIndex
 from distcheck.lsp import locate
 from distcheck.lsp.config import (
     convert_options,
@@ -18,7 +20,7 @@ from distcheck.lsp.config import (
     read_settings,
 )
 from distcheck.lsp.text import LineIndex, units
-from distcheck.targets import ConfigError, TomlIndex, load_targets
+from distcheck.option_check import ConfigError
 
 from .harness import EXAMPLES, ROOT
 

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import HERE, leftover_processes
 from distcheck import DistributedError, RankTimeout, SetupError, run_distributed
+from distcheck.option_check import OptionError
 from distcheck.runtime import FactoryError, load_object
-from distcheck.targets import OptionError
 
 MODELS = f"{HERE}/fault_models.py"
 SPEC = {"format": "distcheck-spec", "version": 1}
