@@ -39,7 +39,9 @@ Rank lifecycles
 ===============
 
 How the ranks of one run came to be is `runtime.run_result.RankLifecycle`, recorded on each
-`DistributedRun` (`DistributedRun.lifecycle`) and in the attempt's timings:
+`DistributedRun` (`DistributedRun.lifecycle`) and in the attempt's timings. `run_distributed` asks
+the run's `rank_source.RankSource` which it is (`NEW_RANKS` by default; a validation's
+`ValidationRanks` offers its resident and prepared ranks):
 
 - `FRESH`: forked from the forkserver for this run; ends with it.
 - `SPARE`: a warm spare claimed for this run (`spares.process`); ends with it.
@@ -63,7 +65,8 @@ Modules
 - `forkserver`: the warm pool every process starts from, and the lock around each start;
   `forkserver_init` (its first import: the import guard, the bytecode cache), `mode_warmup` and
   `preloaded` (its last imports), `bytecode_cache` (bytecode for packages installed without it).
-- `launch`: `run_distributed`, the owner's side of one run; `rank_main`, a rank process's body.
+- `launch`: `run_distributed`, the owner's side of one run; `rank_main`, a rank process's body;
+  `rank_source`, where a run's ranks come from.
 - `caller_context`: what every job carries of its caller (environment, working directory,
   `sys.path` when the run starts), applied first in whatever process serves it; the variables that
   only take effect at a process's start, whose change restarts the forkserver.

@@ -34,8 +34,8 @@ from . import lifeline, run_dirs, spares
 from .caller_context import CallerContext
 from .forkserver import main_hidden, process_context
 from .rank_main import _rank_entry
+from .rank_source import NEW_RANKS, RankSource, RankWant
 from .resident import ResidentRanks, result_name, retiring
-from .spares.prepared import PreparedRanks
 from .spares.process import Spare
 from .supervise import stop_all, supervise
 
@@ -58,8 +58,7 @@ def run_distributed(
     env: dict[str, str] | None = None,
     start_method: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
-    prepared: PreparedRanks | None = None,
-    resident: ResidentRanks | None = None,
+    ranks: RankSource = NEW_RANKS,
 ) -> DistributedRun:
     """Run `model_factory()` on `world_size` real ranks under `spec` and consolidate the outputs.
 
@@ -75,16 +74,14 @@ def run_distributed(
     collective, with its Python stack, before the ranks that waited for it in one). No rank, nor
     anything a rank started, outlives the call, nor this process however it ends.
     `on_event(name, info)` is called for `rank_started`/`rank_finished`.
-    Ranks are spares (`spares`: forked ahead, warm) where the pool has them; `prepared` (from
-    `spares.prepared.prepare_ranks`) are spares that built this run's wrappers ahead, used when they
-    were built for this factory, TorchScript mode, world size and devices, else discarded.
+    `ranks` (`rank_source`) chooses where the ranks come from: new ones (the default; spares from the
+    pool, forked ahead and warm, where it has them), spares that built this run's wrappers ahead, or
+    ranks kept from the caller's earlier run (no new process, no rendezvous; the user's modules
+    imported afresh, the global state put back), which also keep the ranks of a run that ends well
+    for the next; a failed run stops them.
     `instrumentation` names a class (`"module:Class"`, built with `instrumentation_options`) whose
     `attach(wrapper, ctx, local_batch)` context wraps each rank's forward and whose `collect()`
     result (plain data and tensors) lands in `DistributedRun.instrumentation[rank]`.
-    With `resident` (the caller's `ResidentRanks`, released by the caller when it ends) the ranks of a
-    run that ends well stay alive for the caller's next run, and a run of the same factory, world size,
-    devices and backend is served by them (`resident.py`: no new process, no rendezvous; the user's
-    modules imported afresh, the global state put back); a failed run stops them.
     Every rank runs under this process's environment, working directory and `sys.path` as they are
     when this call starts (`caller_context`; `env` and distcheck's own rank variables on top), and
     prepared or resident ranks built under other ones are not used.
@@ -103,16 +100,17 @@ def run_distributed(
     caller = CallerContext.capture()
     with lifeline.helpers_ignore_sigint():
         ctx = process_context(start_method)
-    kept = resident is not None and resident.serves(
-        ref.describe(), world_size, devices, resolved_backend, env or {}, context=caller.key()
+    want = RankWant(
+        ref.describe(),
+        the_spec.distribution.torchscript,
+        world_size,
+        tuple(devices),
+        resolved_backend,
+        dict(env or {}),
+        caller,
     )
-    if prepared is not None and (
-        kept or not prepared.matches(ref.describe(), the_spec.distribution.torchscript, world_size, devices, caller)
-    ):
-        prepared.discard()
-        prepared = None
-    if resident is not None and not kept:
-        resident.release()
+    choice = ranks.choose(want)
+    prepared, resident = choice.prepared, choice.keep_in
     job = {
         "owner": os.getpid(),
         "world_size": world_size,
@@ -135,9 +133,8 @@ def run_distributed(
         if on_event:
             on_event("rank_finished", {"rank": r, "exitcode": exitcode})
 
-    if kept:
-        assert resident is not None
-        results = _run_resident(resident, job, timeout_sec, on_event, finished)
+    if choice.resident is not None:
+        results = _run_resident(choice.resident, job, timeout_sec, on_event, finished)
         kept_run = assemble_run(
             results,
             the_spec,
@@ -173,7 +170,7 @@ def run_distributed(
         t_done = time.perf_counter()
         if resident is not None and not retiring(results):  # the ranks wait for the caller's next run
             resident.keep(
-                procs, run_dir, ref.describe(), world_size, devices, resolved_backend, env or {}, context=caller.key()
+                procs, run_dir, want.factory, world_size, devices, resolved_backend, want.env, context=caller.key()
             )
             keep = True
     except BaseException as exc:
@@ -196,7 +193,7 @@ def run_distributed(
             "total": time.perf_counter() - t_start,
         },
     )
-    if prepared is not None:
+    if choice.lifecycle is RankLifecycle.PREPARED:
         run.lifecycle = RankLifecycle.PREPARED
     elif any(isinstance(p, Spare) for p in procs):
         run.lifecycle = RankLifecycle.SPARE

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..processes.launch import run_distributed
+from ..processes.rank_source import ValidationRanks
 from ..processes.resident import ResidentRanks
 from ..processes.spares.learned import packages_for
 from ..processes.spares.prepared import ValidationSpares
@@ -66,6 +67,5 @@ def launch_ranks(
         instrumentation=RANK_INSTRUMENTATION,
         instrumentation_options=instrumentation_options_for(request, s),
         on_event=on_event,
-        prepared=ahead.take() if ahead is not None else None,
-        resident=resident,
+        ranks=ValidationRanks(resident=resident, prepared=ahead.take() if ahead is not None else None),
     )

@@ -26,6 +26,7 @@ import torch
 
 from ..batch import Batch
 from ..processes.launch import run_distributed
+from ..processes.rank_source import ValidationRanks
 from ..processes.resident import ResidentRanks
 from ..report import Attempt, OutputVerdict, RoundoffFloor, SuspiciousOutput, tolerance_for
 from ..runtime import pristine as P
@@ -207,7 +208,7 @@ def make_control_runner(
             device=list(devices),
             backend=backend,
             timeout_sec=budget.run_timeout(),
-            resident=resident,
+            ranks=ValidationRanks(resident=resident),
         )
 
     return run_control

@@ -29,6 +29,7 @@ from conftest import HERE
 from distcheck import run_distributed, validate_on_cpu
 from distcheck.processes import forkserver, spares
 from distcheck.processes.caller_context import CallerContext, is_start_time, start_time_values
+from distcheck.processes.rank_source import ValidationRanks
 from distcheck.processes.resident import ResidentRanks
 from distcheck.processes.spares.prepared import prepare_ranks
 from distcheck.runtime import load_object
@@ -232,12 +233,18 @@ def test_resident_ranks_serve_no_run_of_another_caller_context(
     }[change]
     before(monkeypatch, tmp_path)
     with ResidentRanks() as kept:
-        first = run_distributed(f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, resident=kept)
-        again = run_distributed(f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, resident=kept)
+        first = run_distributed(
+            f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, ranks=ValidationRanks(resident=kept)
+        )
+        again = run_distributed(
+            f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, ranks=ValidationRanks(resident=kept)
+        )
         assert again.lifecycle is RankLifecycle.RESIDENT and _facts(again) == _facts(first)
         assert [buggy for buggy, _ in _facts(first)] == [0.0, 0.0]
         between(monkeypatch, tmp_path)
-        changed = run_distributed(f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, resident=kept)
+        changed = run_distributed(
+            f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, ranks=ValidationRanks(resident=kept)
+        )
     assert changed.lifecycle is not RankLifecycle.RESIDENT
     assert [buggy for buggy, _ in _facts(changed)] == [1.0, 1.0]
     assert not {pid for _, pid in _facts(changed)} & {pid for _, pid in _facts(first)}
@@ -249,7 +256,9 @@ def test_ranks_built_ahead_under_another_caller_context_are_not_used(
     prepared = prepare_ranks(resolve_factory(f"{MODELS}:probe_factory"), SPEC, 2, ["cpu", "cpu"])
     assert prepared is not None
     monkeypatch.setenv(models.MODE_VARIABLE, "buggy")
-    run = run_distributed(f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, prepared=prepared)
+    run = run_distributed(
+        f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, ranks=ValidationRanks(prepared=prepared)
+    )
     assert prepared.used and run.lifecycle is not RankLifecycle.PREPARED
     assert [buggy for buggy, _ in _facts(run)] == [1.0, 1.0]
 
@@ -258,7 +267,9 @@ def test_ranks_built_ahead_under_the_same_context_are_used(clean: None, monkeypa
     monkeypatch.setenv(models.MODE_VARIABLE, "buggy")
     prepared = prepare_ranks(resolve_factory(f"{MODELS}:probe_factory"), SPEC, 2, ["cpu", "cpu"])
     assert prepared is not None
-    run = run_distributed(f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, prepared=prepared)
+    run = run_distributed(
+        f"{MODELS}:probe_factory", _batch(), SPEC, world_size=2, ranks=ValidationRanks(prepared=prepared)
+    )
     assert run.lifecycle is RankLifecycle.PREPARED
     assert [buggy for buggy, _ in _facts(run)] == [1.0, 1.0]
 

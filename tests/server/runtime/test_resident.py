@@ -14,6 +14,7 @@ import torch
 
 from conftest import HERE
 from distcheck import DistributedError, RankTimeout, run_distributed
+from distcheck.processes.rank_source import ValidationRanks
 from distcheck.processes.resident import ResidentRanks
 from distcheck.runtime import load_object
 
@@ -42,7 +43,14 @@ def test_later_runs_reuse_the_ranks_and_import_the_user_module_afresh(kept: Resi
     fresh = run_distributed(f"{SPARES}:model_factory", _batch(), SPEC, world_size=2, timeout_sec=60)
     pids = None
     for n in range(1, 4):
-        run = run_distributed(f"{SPARES}:model_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+        run = run_distributed(
+            f"{SPARES}:model_factory",
+            _batch(),
+            SPEC,
+            world_size=2,
+            timeout_sec=60,
+            ranks=ValidationRanks(resident=kept),
+        )
         facts = [out["facts"].tolist() for out in run.rank_outputs]
         assert [int(f[0]) for f in facts] == [n, n], "the model's module was not imported afresh for this run"
         assert [int(f[1]) for f in facts] == [1, 1], "module-level state of an earlier run was carried over"
@@ -55,8 +63,12 @@ def test_later_runs_reuse_the_ranks_and_import_the_user_module_afresh(kept: Resi
 
 
 def test_global_state_a_run_changed_is_put_back_before_the_next(kept: ResidentRanks) -> None:
-    first = run_distributed(f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
-    second = run_distributed(f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+    first = run_distributed(
+        f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
+    second = run_distributed(
+        f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
     assert _pids(kept) and all(p.exitcode is None for p in kept.procs)
     for a, b in zip(first.rank_outputs, second.rank_outputs):
         # default dtype float32 again, the same draw from the generator, grad mode as it was, no leaked
@@ -66,14 +78,24 @@ def test_global_state_a_run_changed_is_put_back_before_the_next(kept: ResidentRa
 
 
 def test_a_run_of_another_factory_or_environment_starts_new_ranks(kept: ResidentRanks) -> None:
-    run_distributed(f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+    run_distributed(
+        f"{MODELS}:state_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
     first = _pids(kept)
-    run = run_distributed(f"{MODELS}:flagged_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+    run = run_distributed(
+        f"{MODELS}:flagged_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
     assert not set(_pids(kept)) & set(first)
     assert [int(o["pid"]) for o in run.rank_outputs] == _pids(kept)
     second = _pids(kept)
     run_distributed(
-        f"{MODELS}:flagged_factory", _batch(), SPEC, world_size=2, timeout_sec=60, env={"X": "1"}, resident=kept
+        f"{MODELS}:flagged_factory",
+        _batch(),
+        SPEC,
+        world_size=2,
+        timeout_sec=60,
+        env={"X": "1"},
+        ranks=ValidationRanks(resident=kept),
     )
     assert not set(_pids(kept)) & set(second)
 
@@ -87,7 +109,13 @@ def test_a_failed_run_stops_the_kept_ranks_and_the_next_run_starts_new_ones(
 
     def run(timeout: float = 60) -> object:
         return run_distributed(
-            f"{MODELS}:flagged_factory", _batch(), SPEC, world_size=2, timeout_sec=timeout, env=env, resident=kept
+            f"{MODELS}:flagged_factory",
+            _batch(),
+            SPEC,
+            world_size=2,
+            timeout_sec=timeout,
+            env=env,
+            ranks=ValidationRanks(resident=kept),
         )
 
     run()
@@ -107,9 +135,13 @@ def test_a_failed_run_stops_the_kept_ranks_and_the_next_run_starts_new_ones(
 def test_a_run_that_changed_what_cannot_be_put_back_retires_its_ranks(kept: ResidentRanks) -> None:
     """A model that sets torch's inter-op thread count (once per process, never undone) leaves ranks a
     next run must not inherit: they hand over their result and exit, and the next run starts new ones."""
-    first = run_distributed(f"{MODELS}:interop_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+    first = run_distributed(
+        f"{MODELS}:interop_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
     changed = [int(out["facts"][0]) for out in first.rank_outputs]
     assert changed == [1, 1], f"the model could not set the inter-op threads in a fresh rank: {changed}"
     pids = {int(out["facts"][1]) for out in first.rank_outputs}
-    second = run_distributed(f"{MODELS}:interop_factory", _batch(), SPEC, world_size=2, timeout_sec=60, resident=kept)
+    second = run_distributed(
+        f"{MODELS}:interop_factory", _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(resident=kept)
+    )
     assert not {int(out["facts"][1]) for out in second.rank_outputs} & pids, "the ranks served another run"
