@@ -16,10 +16,14 @@ whose key is stored takes it from there and stops the reference child's own meas
   own (not installed, not the standard library) the reference child imported to build and run it,
   the files of the installed packages it imported (`spares.learned.third_party_since`), and every
   environment variable its code read, with its value (`runtime.env_reads`);
-- its answers: every reference output, byte for byte with its dtype and shape, so a change of the
-  model that the files, weights and variables do not show (a setting read from a data file, a far hop
-  of weight 1e-7) is a new key. On a GPU, whose scatters differ from run to run in the last bits, a
-  validation then measures again instead of taking a measurement of another model.
+- the data files its code opened (`runtime.file_reads`: a config, a table, a checkpoint), each with
+  its size and content hash;
+- its answers: on the CPU every reference output byte for byte with its dtype and shape, so a change
+  of the model that the files, weights and variables do not show (a far hop of weight 1e-7) is a new
+  key. On a GPU, whose scatters differ from run to run in the last bits, exact bytes would never match
+  twice; there each output's dtype, shape and float64 sums of magnitudes and of squares, to
+  `GPU_DIGITS` significant digits, stand in (a change of the model is seen by the files, weights, variables and
+  data files above; the outputs catch what none of them shows and moves the sums).
 
 A measurement that did not finish is never stored. A remembered one is the stored dict with
 `"remembered": True` (the report's record is the same either way, so two validations of one model
@@ -106,6 +110,28 @@ def _digest_into(h: Any, value: Any) -> None:
         h.update(repr(value).encode())
 
 
+GPU_DIGITS = 5
+"""Significant digits of the output sums that key a measurement on a GPU."""
+
+
+def _outputs_key(outputs: Mapping[str, Any], device: str) -> Any:
+    """The outputs as the key holds them: exact (every byte) on the CPU; on a GPU, whose runs differ in
+    the last bits, each output's dtype, shape, and float64 sums of magnitudes and of squares to
+    `GPU_DIGITS` (no plain sum: the forces' is about 0, all noise)."""
+    if not device.startswith("cuda"):
+        return outputs
+    summary: dict[str, Any] = {}
+    with P.shielded():
+        for name, value in outputs.items():
+            if not isinstance(value, torch.Tensor):
+                summary[name] = value
+                continue
+            t = P.to(P.detach(value), "cpu", P.float64)
+            sums = (P.float_of(P.sum(P.abs(t))), P.float_of(P.sum(P.mul(t, t)))) if P.numel(t) else (0.0, 0.0)
+            summary[name] = (str(value.dtype), tuple(value.shape), *(f"{x:.{GPU_DIGITS}g}" for x in sums))
+    return summary
+
+
 def field_key(target: str, device: str, batch_state: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     """The key of the field `reference` (the reference run's result) would measure on `batch_state`."""
     h = hashlib.sha256()
@@ -124,7 +150,8 @@ def field_key(target: str, device: str, batch_state: Mapping[str, Any], referenc
             "files": reference.get("model_files"),
             "packages": reference.get("imported_packages"),
             "env_reads": reference.get("env_reads"),
-            "outputs": reference.get("outputs", {}),  # exact: dtype, shape and every byte
+            "file_reads": reference.get("file_reads"),
+            "outputs": _outputs_key(reference.get("outputs", {}), device),
         },
     )
     return h.hexdigest()

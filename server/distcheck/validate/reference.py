@@ -34,7 +34,7 @@ from ..processes.rank_main import end_child_process, start_child_process, write_
 from ..processes.spares.learned import Stamps, third_party_since
 from ..processes.spares.prepared import ValidationSpares
 from ..processes.supervise import stop_all, supervise
-from ..runtime import beacon, env_reads
+from ..runtime import beacon, env_reads, file_reads
 from ..runtime.cpu_share import share
 from ..runtime.errors import DistributedError, RankTimeout
 from ..runtime.factory import FactoryRef
@@ -165,6 +165,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         torch.cuda.set_device(device)
     loaded_before = set(sys.modules)
     reads = env_reads.start()  # the variables the model reads, for the caches' keys (stopped below)
+    files = file_reads.start()  # and the data files it opens
     t0 = time.perf_counter()
     factory: FactoryRef = job["factory"]
     wrapper = build_wrapper(factory, device)
@@ -220,6 +221,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         # the files of what building and running the model imported: part of `field_cache`'s key
         "model_files": module_files(set(sys.modules) - loaded_before),
         "env_reads": reads.stop(),
+        "file_reads": files.stop(),
     }
     return result, probe
 

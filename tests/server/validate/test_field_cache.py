@@ -57,6 +57,7 @@ def _reference() -> dict[str, Any]:
         "model_files": {"/project/model.py": [1, 100]},
         "imported_packages": {"thirdparty": {"/venv/site-packages/thirdparty/__init__.py": [1, 10]}},
         "env_reads": {"MODEL_DEPTH": "3", "UNSET": None},
+        "file_reads": {"/project/config.json": [12, "9f" * 32]},
         "outputs": {"energy": torch.tensor([-3.25], dtype=torch.float64), "forces": torch.linspace(-1, 1, 30)},
     }
 
@@ -105,11 +106,36 @@ def test_the_key_sees_every_bit_of_every_output() -> None:
         {"env_reads": {"MODEL_DEPTH": "4", "UNSET": None}},  # a variable the model read has another value
         {"env_reads": {"MODEL_DEPTH": "3", "UNSET": "1"}},  # one it found unset is set
         {"env_reads": {"MODEL_DEPTH": "3"}},  # it reads another set of variables
+        {"file_reads": {"/project/config.json": [12, "a0" * 32]}},  # its config file holds another text
+        {"file_reads": {"/project/config.json": [12, "9f" * 32], "/project/radii.csv": [3, "11" * 32]}},
         {"imported_packages": {"thirdparty": {"/venv/site-packages/thirdparty/__init__.py": [2, 10]}}},
     ],
 )
 def test_the_key_changes_with_what_the_measurement_depends_on(change: dict[str, Any]) -> None:
     assert _key(**change) != _key()
+
+
+def _cuda_key(**changes: Any) -> str:
+    sample, reference = _sample(), _reference()
+    reference.update(changes)
+    return field_cache.field_key("/project/model.py:model_factory", "cuda:0", sample, reference)
+
+
+def test_on_a_gpu_the_key_holds_through_last_bit_noise_and_sees_the_rest() -> None:
+    """A GPU's scatters differ from run to run in the last bits: there the outputs key by their sums to
+    `GPU_DIGITS`, so the same model keys the same; the files, weights, variables and data files still
+    tell models apart, and so do outputs that move the sums."""
+    forces = _reference()["outputs"]["forces"]
+    noisy = forces.clone()
+    noisy[3] = torch.nextafter(noisy[3], torch.tensor(2.0))
+    energy = torch.tensor([-3.25], dtype=torch.float64)
+    assert _cuda_key(outputs={"energy": energy, "forces": noisy}) == _cuda_key()
+    assert _cuda_key(outputs={"energy": energy, "forces": forces * 1.001}) != _cuda_key()
+    assert _cuda_key(outputs={"energy": energy, "forces": forces.reshape(10, 3)}) != _cuda_key()
+    assert _cuda_key(outputs={"energy": energy.float(), "forces": forces}) != _cuda_key()
+    assert _cuda_key(file_reads={"/project/config.json": [12, "a0" * 32]}) != _cuda_key()
+    assert _cuda_key(env_reads={"MODEL_DEPTH": "4", "UNSET": None}) != _cuda_key()
+    assert _cuda_key(weights={"w": [4, 1.5, 2.26]}) != _cuda_key()
 
 
 def test_the_key_changes_with_the_target_and_the_device() -> None:
@@ -356,3 +382,57 @@ def test_the_reads_of_the_models_code_are_recorded_and_distchecks_are_not(monkey
     recorder = env_reads.start()
     env_factory()
     assert recorder.stop() == {"FAR_HOP_WEIGHT": None}
+
+
+# -- which data files the model reads (`runtime.file_reads`) --------------------------------------------
+
+
+def test_the_files_the_models_code_reads_are_recorded_with_their_content(tmp_path: Path) -> None:
+    import numpy as np
+
+    from distcheck.processes.spares import learned as learned_store
+    from distcheck.runtime import file_reads
+
+    config, table, out = tmp_path / "config.json", tmp_path / "radii.npy", tmp_path / "written.txt"
+    config.write_text('{"depth": 3}')
+    np.save(table, np.arange(4.0))
+    recorder = file_reads.start()
+    try:
+        with open(config) as fh:
+            json.load(fh)
+        np.load(table)
+        fd = os.open(config, os.O_RDONLY)
+        os.close(fd)
+        out.write_text("written, not read")
+        learned_store._unchanged({str(config): [1, 1]})  # distcheck's own look at a file
+    finally:
+        reads = recorder.stop()
+    assert set(reads) == {str(config.resolve()), str(table.resolve())}, reads
+    stamp = reads[str(config.resolve())]
+    config.write_text('{"depth": 4}')  # same size, other text
+    again = file_reads.start()
+    with open(config) as fh:
+        fh.read()
+    assert again.stop()[str(config.resolve())] != stamp
+
+
+def test_the_reference_child_records_the_config_file_its_model_reads(far_hop_path: Path) -> None:
+    """Wired through: the reference child of a validation records the file its factory opened."""
+    from distcheck.batch import as_batch
+    from distcheck.runtime.factory import resolve_factory
+    from distcheck.validate.reference import run_reference
+
+    config = far_hop_path.parent / "far_hop.json"
+    config.write_text(json.dumps({"far_hop_weight": 0.0}))
+    batch = as_batch(load_object(f"{FAR_HOP}:sample_batch")())
+    with run_reference(
+        resolve_factory(f"{far_hop_path}:config_factory"),
+        batch,
+        device="cpu",
+        helper_packages=[],
+        helper_sample_every=8,
+        layer_diagnostic=False,
+        timeout_sec=120,
+    ) as ref:
+        reads = ref.result["file_reads"]
+    assert list(reads) == [str(config.resolve())], reads
