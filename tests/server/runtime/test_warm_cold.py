@@ -1,20 +1,25 @@
 """Warm equals cold, as a property: a corpus of models validated one after another in one long-lived
 process with every warm path on (spares, resident ranks, the first attempt run ahead forced on, the
-stores) gives, model by model, the verdict, status, spec, rules and max diffs of a fresh process per
-model with every switch off.
+stores), and over the editor's daemon, gives, model by model, the verdict, status, spec, rules and max
+diffs of a fresh process per model with every switch off.
 
 The corpus mixes the examples (a pass at attempt 1, passes after a fix on resident ranks, an adapter
-fix), models that patch torch when imported (a wrapped `Tensor.index_add_`, a global forward hook), and
-a model that reads an environment variable the caller changes between two of its validations. Each
-model runs twice in the warm process (the second time with what the first left: spares, learned
-packages, the remembered first spec and receptive field), and the torch-patching ones run before the
-correct ones so that anything they left behind would show.
+fix), models that patch torch when imported (a wrapped `Tensor.index_add_`, a global forward hook), a
+model that reads an environment variable the caller changes between two of its validations, and three
+models whose setting changes on disk between validations, each in another kind of file: a config file
+the factory opens, a helper module of the user's own, and a submodule of a package installed under a
+`site-packages` directory. The setting is a far hop's weight (0: as declared; 1e-7: one layer deeper,
+under-declared, a wider halo), which no rounding of the outputs shows. Each model runs twice in the
+warm process (the second time with what the first left: spares, learned packages, the remembered
+first spec and receptive field), and the torch-patching ones run before the correct ones so that
+anything they left behind would show.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,24 +29,87 @@ from typing import Any
 import pytest
 
 import distcheck
+from distcheck.spec import MLIPSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVER = Path(distcheck.__file__).resolve().parents[1]
 PATCHES = ROOT / "tests/server/validate/torch_patch_models"
+FAR_HOP = ROOT / "tests/server/validate/far_hop_models.py"
 CONTEXT = ROOT / "tests/server/runtime/caller_context_models.py"
 MODE = "DISTCHECK_TEST_MODEL_MODE"  # caller_context_models.MODE_VARIABLE
-PAIR_SAMPLE = f"{PATCHES / 'pair.py'}:sample_batch"
+WEAK = "1e-7"  # far_hop_models.WEAK: one layer deeper than declared
 
-CORPUS: list[tuple[str, str, str, dict[str, str]]] = [
-    # (name, factory, sample, environment of this validation)
-    ("index_add_wrapped", f"{PATCHES / 'double_index_add.py'}:model_factory", PAIR_SAMPLE, {}),
-    ("forward_hook", f"{PATCHES / 'scaling_hook.py'}:model_factory", PAIR_SAMPLE, {}),
-    ("mpnn", "examples.mpnn:model_factory", "examples.mpnn:sample_batch", {}),
-    ("unaware", "examples.unaware_model:model_factory", "examples.unaware_model:sample_batch", {}),
-    ("helper", "examples.helper_model:model_factory", "examples.helper_model:sample_batch", {}),
-    ("env_clean", f"{CONTEXT}:model_factory", f"{CONTEXT}:sample_batch", {MODE: ""}),
-    ("env_buggy", f"{CONTEXT}:model_factory", f"{CONTEXT}:sample_batch", {MODE: "buggy"}),
+Entry = tuple[str, str, str, dict[str, str], dict[str, str]]
+"""(name, factory, sample, environment of this validation, files written before it: path → text), the
+factory and sample relative to the corpus directory where they name a file."""
+
+PLAIN: list[Entry] = [
+    ("index_add_wrapped", "double_index_add.py:model_factory", "pair.py:sample_batch", {}, {}),
+    ("forward_hook", "scaling_hook.py:model_factory", "pair.py:sample_batch", {}, {}),
+    ("mpnn", "examples.mpnn:model_factory", "examples.mpnn:sample_batch", {}, {}),
+    ("unaware", "examples.unaware_model:model_factory", "examples.unaware_model:sample_batch", {}, {}),
+    ("helper", "examples.helper_model:model_factory", "examples.helper_model:sample_batch", {}, {}),
 ]
+ENVIRONMENT: list[Entry] = [
+    ("env_clean", "caller_context_models.py:model_factory", "caller_context_models.py:sample_batch", {MODE: ""}, {}),
+    (
+        "env_buggy",
+        "caller_context_models.py:model_factory",
+        "caller_context_models.py:sample_batch",
+        {MODE: "buggy"},
+        {},
+    ),
+]
+_SAMPLE = "far_hop_base.py:sample_batch"
+EDITED: list[Entry] = [
+    ("config_0", "config_model.py:model_factory", _SAMPLE, {}, {"far_hop.json": '{"w": 0.0}'}),
+    ("config_weak", "config_model.py:model_factory", _SAMPLE, {}, {"far_hop.json": f'{{"w": {WEAK}}}'}),
+    ("module_0", "module_model.py:model_factory", _SAMPLE, {}, {"hop_weight.py": "WEIGHT = 0.0\n"}),
+    ("module_weak", "module_model.py:model_factory", _SAMPLE, {}, {"hop_weight.py": f"WEIGHT = {WEAK}\n"}),
+    (
+        "package_0",
+        "package_model.py:model_factory",
+        _SAMPLE,
+        {},
+        {"site-packages/hop_pkg/weights.py": "WEIGHT = 0.0\n"},
+    ),
+    (
+        "package_weak",
+        "package_model.py:model_factory",
+        _SAMPLE,
+        {},
+        {"site-packages/hop_pkg/weights.py": f"WEIGHT = {WEAK}\n"},
+    ),
+]
+CORPUS = PLAIN + ENVIRONMENT + EDITED
+
+MODELS = {
+    "config_model.py": """
+        import json, os
+        from far_hop_base import _model
+
+        def model_factory():
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "far_hop.json")) as fh:
+                return _model(float(json.load(fh)["w"]))
+    """,
+    "module_model.py": """
+        from far_hop_base import _model
+
+        def model_factory():
+            from hop_weight import WEIGHT
+            return _model(WEIGHT)
+    """,
+    "package_model.py": """
+        import os, sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+        from far_hop_base import _model
+        import hop_pkg
+
+        def model_factory():
+            return _model(hop_pkg.WEIGHT)
+    """,
+    "site-packages/hop_pkg/__init__.py": "from .weights import WEIGHT\n",
+}
 
 WARM = {"DISTCHECK_ATTEMPT_AHEAD": "1"}
 COLD = {
@@ -54,23 +122,15 @@ COLD = {
 
 SCRIPT = """
 import json, os, sys
-sys.path[:0] = [{patches!r}, {root!r}]
+corpus = {corpus!r}
+sys.path[:0] = [corpus, {root!r}]
 from distcheck import validate_on_cpu
 from distcheck.runtime import load_object
 
-def summary(report):
-    return {{
-        "ok": report.ok,
-        "status": report.status if hasattr(report, "status") else None,
-        "spec": report.spec.signature(),
-        "fix_applied": report.fix_applied,
-        "attempts": [
-            [a.passed, a.rule, a.spec.signature(), {{k: v for k, v in (a.max_abs_diff or {{}}).items()}}]
-            for a in report.attempts
-        ],
-    }}
-
-for name, factory, sample, env, repeats in json.loads(sys.argv[1]):
+for name, factory, sample, env, files, repeats in json.loads(sys.argv[1]):
+    for path, text in files.items():
+        with open(os.path.join(corpus, path), "w") as fh:
+            fh.write(text)
     for _ in range(repeats):
         saved = {{k: os.environ.get(k) for k in env}}
         os.environ.update(env)
@@ -82,32 +142,72 @@ for name, factory, sample, env, repeats in json.loads(sys.argv[1]):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        print("REPORT " + json.dumps([name, summary(report)]), flush=True)
+        print("REPORT " + json.dumps([name, report.to_dict()]), flush=True)
 """
 
 
-def _run(entries: list[tuple[str, str, str, dict[str, str], int]], switches: dict[str, str], cache: Path) -> list[Any]:
-    """The summaries of validating `entries` in order, in one fresh interpreter under `switches`."""
+def make_corpus(where: Path) -> Path:
+    """The corpus's files in `where` (the examples' modules come from the repository root)."""
+    for name in ("pair.py", "double_index_add.py", "scaling_hook.py"):
+        shutil.copy(PATCHES / name, where / name)
+    shutil.copy(CONTEXT, where / CONTEXT.name)
+    shutil.copy(FAR_HOP, where / "far_hop_base.py")
+    for path, text in MODELS.items():
+        (where / path).parent.mkdir(parents=True, exist_ok=True)
+        (where / path).write_text(textwrap.dedent(text).lstrip())
+    for *_, files in EDITED[:1] + EDITED[2:3] + EDITED[4:5]:  # each setting's first value
+        for path, text in files.items():
+            (where / path).write_text(text)
+    return where
+
+
+def _absolute(corpus: Path, reference: str) -> str:
+    module, _, attr = reference.partition(":")
+    return f"{corpus / module}:{attr}" if module.endswith(".py") else reference
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """What must be the same warm and cold: verdict, state, spec, fix, and per attempt its result, rule,
+    spec and max diffs (from the report's JSON, as the library, the CLI and the daemon all give it)."""
+    return {
+        "ok": report["ok"],
+        "verdict": report["verdict"],
+        "state": report["state"],
+        "spec": MLIPSpec.coerce(report["spec"]).signature(),
+        "fix_applied": report["fix_applied"],
+        "attempts": [
+            [a["passed"], a["rule"], MLIPSpec.coerce(a["spec"]).signature(), dict(a["max_abs_diff"] or {})]
+            for a in report["attempts"]
+        ],
+    }
+
+
+def _run(corpus: Path, entries: list[tuple[Any, ...]], switches: dict[str, str], cache: Path) -> list[Any]:
+    """The summaries of validating `entries` (`Entry` and a repeat count) in order, in one fresh
+    interpreter under `switches`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISTCHECK_")}
     env.update(switches, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join([str(SERVER), str(ROOT)]))
-    code = textwrap.dedent(SCRIPT.format(patches=str(PATCHES), root=str(ROOT)))
+    wire = [
+        [name, _absolute(corpus, f), _absolute(corpus, smp), env_, files, n] for name, f, smp, env_, files, n in entries
+    ]
+    code = textwrap.dedent(SCRIPT.format(corpus=str(corpus), root=str(ROOT)))
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(entries)],
+        [sys.executable, "-c", code, json.dumps(wire)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         env=env,
         cwd=str(ROOT),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads(line[len("REPORT ") :]) for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    lines = [json.loads(line[len("REPORT ") :]) for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    return [(name, summary(report)) for name, report in lines]
 
 
 def _same(warm: dict[str, Any], cold: dict[str, Any], where: str) -> None:
-    assert {k: warm[k] for k in ("ok", "status", "spec", "fix_applied")} == {
-        k: cold[k] for k in ("ok", "status", "spec", "fix_applied")
-    }, where
+    keys = ("ok", "verdict", "state", "spec", "fix_applied")
+    assert {k: warm[k] for k in keys} == {k: cold[k] for k in keys}, where
     assert [a[:3] for a in warm["attempts"]] == [a[:3] for a in cold["attempts"]], where
     for (*_, got), (*_, want) in zip(warm["attempts"], cold["attempts"]):
         assert got.keys() == want.keys(), where
@@ -115,13 +215,34 @@ def _same(warm: dict[str, Any], cold: dict[str, Any], where: str) -> None:
             assert value == pytest.approx(want[output], rel=1e-6, abs=1e-12), (where, output, got, want)
 
 
+def cold_summaries(corpus: Path, entries: list[Entry], cache: Path) -> dict[str, dict[str, Any]]:
+    """Each entry's summary from a fresh process of its own with every switch off."""
+    found = {}
+    for entry in entries:
+        ((name, cold),) = _run(corpus, [(*entry, 1)], COLD, cache / f"cold-{entry[0]}")
+        found[name] = cold
+    return found
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def cold(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    found = cold_summaries(corpus, CORPUS, tmp_path_factory.mktemp("cold-caches"))
+    for setting in ("config", "module", "package"):  # the corpus tells the settings apart, as a fresh process does
+        assert found[f"{setting}_0"]["spec"] != found[f"{setting}_weak"]["spec"], setting
+    return found
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_a_long_lived_process_gives_every_model_the_verdict_of_a_fresh_one(tmp_path: Path) -> None:
-    warm = _run([(*entry, 2) for entry in CORPUS], WARM, tmp_path / "warm-cache")
-    assert [name for name, _ in warm] == [name for name, *_ in CORPUS for _ in range(2)]
-    for name, factory, sample, env in CORPUS:
-        (cold,) = _run([(name, factory, sample, env, 1)], COLD, tmp_path / f"cold-{name}")
-        runs = [summary for n, summary in warm if n == name]
-        for k, summary in enumerate(runs):
-            _same(summary, cold[1], f"{name}, warm run {k + 1}")
+@pytest.mark.timeout(1500)
+def test_a_long_lived_process_gives_every_model_the_verdict_of_a_fresh_one(
+    corpus: Path, cold: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    warm = _run(corpus, [(*entry, 2) for entry in CORPUS], WARM, tmp_path / "warm-cache")
+    assert [name for name, _ in warm] == [entry[0] for entry in CORPUS for _ in range(2)]
+    for k, (name, got) in enumerate(warm):
+        _same(got, cold[name], f"{name}, warm run {k % 2 + 1}")
