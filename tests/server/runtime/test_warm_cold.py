@@ -246,3 +246,59 @@ def test_a_long_lived_process_gives_every_model_the_verdict_of_a_fresh_one(
     assert [name for name, _ in warm] == [entry[0] for entry in CORPUS for _ in range(2)]
     for k, (name, got) in enumerate(warm):
         _same(got, cold[name], f"{name}, warm run {k % 2 + 1}")
+
+
+def _harness() -> Any:
+    """tests/server/lsp/harness.py (its package is not importable from here by name)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("warm_cold_lsp_harness", ROOT / "tests/server/lsp/harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _daemon_workspace(where: Path, entries: list[Entry]) -> Path:
+    """The corpus as an editor's workspace: one `[tool.distcheck]` target per entry."""
+    ws = make_corpus(where)
+    # the examples inside the workspace: the daemon runs no code from outside it unless told to trust it
+    shutil.copytree(ROOT / "examples", ws / "examples", ignore=shutil.ignore_patterns("__pycache__", "*.distspec.json"))
+    lines = ["[tool.distcheck]", 'python_path = ["."]', "max_fix_attempts = 4", ""]
+    for name, factory, sample, _env, _files in entries:
+        lines += [
+            "[[tool.distcheck.targets]]",
+            f'name = "{name}"',
+            f'factory = "{factory}"',
+            f'sample = "{sample}"',
+            "",
+        ]
+    (ws / "pyproject.toml").write_text("\n".join(lines))
+    return ws
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.timeout(1500)
+async def test_the_daemon_gives_every_model_the_verdict_of_a_fresh_one(
+    cold: dict[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same corpus through the editor's daemon (its runner and standby, spares, resident ranks, the
+    first attempt run ahead), each target twice, files edited on disk between targets as a user saves
+    them. The environment entries are left out: a daemon's environment is the one it started with."""
+    lsp_session = _harness().lsp_session
+
+    entries = PLAIN + EDITED
+    (tmp_path / "ws").mkdir()
+    ws = _daemon_workspace(tmp_path / "ws", entries)
+    monkeypatch.setenv("DISTCHECK_ATTEMPT_AHEAD", "1")
+    async with lsp_session(ws) as s:
+        for name, _factory, _sample, _env, files in entries:
+            for path, text in files.items():
+                (ws / path).write_text(text)
+            for k in range(2):
+                mark = s.rec.mark()
+                await s.command("distcheck.validate", name)
+                payload = await s.wait_report(name, mark, timeout=300)
+                _same(summary(payload["report"]), cold[name], f"daemon: {name}, run {k + 1}")
