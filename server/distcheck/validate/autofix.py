@@ -227,11 +227,19 @@ def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     corrected = sum(v for k, v in ctx.handler_counts.items() if k.startswith("halo_scatter_correction"))
     depth = int((ctx.reference.get("wrapper") or {}).get("num_interactions") or 1)
     scattered = any(k.startswith("edge_aggregation") for k in ctx.reference.get("counts", {}))
-    if not corrected and (depth <= 1 or scattered):
+    # the halo check found the wrapper halo-unaware (no `batch.neighbor_list`): its advice is this rule's
+    unaware = ctx.halo_completeness.get("matches") is False and not ctx.reference.get("neighbor_cutoffs")
+    if not corrected and (depth <= 1 or scattered) and not unaware:
         return None
     spec = ctx.spec.copy()
     spec.distribution.policy.scatter_mode = "local"
     spec.distribution.policy.halo_width = None
+    if unaware and not corrected:
+        return spec, (
+            "the model built no neighbour list through batch.neighbor_list and none of its aggregations is a "
+            "scatter the runtime can correct, so halo_correction cannot see the edges that cross ranks; "
+            "switched scatter_mode to local (halo as deep as the receptive field)"
+        )
     if not corrected:
         return spec, (
             f"the model passes messages {depth} times but none of its neighbour aggregations is a scatter the "

@@ -4,6 +4,8 @@ what was looked at when no cause is known (never a generic list of spec fields).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..report import Attempt, RankDisagreement
 
 __all__ = ["crash_lines", "disagreement_head", "tried_line", "unknown_cause_lines"]
@@ -46,9 +48,17 @@ def crash_lines(attempt: Attempt) -> list[str]:
     return lines
 
 
-def unknown_cause_lines(attempt: Attempt, failing: str, layer_diagnostic: bool) -> list[str]:
-    """The FAIL line when no rule had evidence and no divergent module was found, then what was checked."""
-    lines = [f"FAIL — {failing}; cause unknown: no auto-fix rule found evidence it could act on. What was checked:"]
+def unknown_cause_lines(
+    attempt: Attempt, failing: str, layer_diagnostic: bool, fixes_tried: int = 0, checked: Sequence[str] = ()
+) -> list[str]:
+    """The FAIL line when no cause was found (no rule had evidence, or the `fixes_tried` fixes did not
+    help) and no divergent module either, then what was checked (`checked`: further lines of it)."""
+    why = (
+        f"the {fixes_tried} fix(es) auto-fix tried did not make it pass"
+        if fixes_tried
+        else "no auto-fix rule found evidence it could act on"
+    )
+    lines = [f"FAIL — {failing}; cause unknown: {why}. What was checked:", *checked]
     lines.append(
         f"- unrouted aggregations: {len(attempt.unrouted)} found"
         + (f" ({', '.join(u.op for u in attempt.unrouted[:3])})" if attempt.unrouted else "")

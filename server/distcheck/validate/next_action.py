@@ -135,7 +135,8 @@ def _verdict_action(report: TraceReport) -> str:
         return "\n".join(lines)
     halo = best.halo_completeness
     failing = _failing(best, atol, rtol)
-    if halo.matches is False:
+    ruled_out = _halo_ruled_out(report, best)
+    if halo.matches is False and ruled_out is None:
         lines.append(f"FAIL — halo too shallow: {halo.interpretation}")
     gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy]
     if gaps and not lines:
@@ -161,11 +162,37 @@ def _verdict_action(report: TraceReport) -> str:
                 f"rel diff {_num(first.rel_diff)}; check how it reduces or aggregates across atoms"
             )
         else:
-            lines += unknown_cause_lines(best, failing, meta.layer_diagnostic is not False)
+            lines += unknown_cause_lines(
+                best,
+                failing,
+                meta.layer_diagnostic is not False,
+                fixes_tried=len(report.attempts) - 1,
+                checked=[ruled_out] if ruled_out is not None else [],
+            )
+            ruled_out = None  # said among what was checked
     else:
         lines.append(f"failing: {failing}")
         if first is not None:
             lines.append(f"first divergent module: {first.module} ({first.cls}), rel diff {_num(first.rel_diff)}")
+    if ruled_out is not None:
+        lines.append(ruled_out)
     lines += trust_lines(report)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
+
+
+def _halo_ruled_out(report: TraceReport, best: Attempt) -> str | None:
+    """Where the best attempt's halo is incomplete but another attempt ran with a complete one and failed
+    the same outputs (the halo advice was followed without effect), the line that says so; else None."""
+    if best.halo_completeness.matches is not False:
+        return None
+    same = set(best.failing_outputs)
+    for a in report.attempts:
+        if a is best or a.passed or a.halo_completeness.matches is not True or set(a.failing_outputs) != same:
+            continue
+        return (
+            f"- halo: not the cause: attempt {a.index + 1} ran with a complete halo "
+            f"({a.spec.distribution.policy.scatter_mode}; {a.halo_completeness.interpretation}) and failed the "
+            f"same outputs, so the halo advice of attempt {best.index + 1} was followed without effect"
+        )
+    return None

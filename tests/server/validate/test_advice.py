@@ -194,7 +194,9 @@ def test_unknown_cause_shows_what_was_checked_instead_of_a_generic_list() -> Non
     assert not report.ok
     text = report.next_action
     assert "review output_kinds" not in text
-    assert "cause unknown: no auto-fix rule found evidence it could act on" in text.split("\n")[0]
+    tried = len(report.attempts) - 1  # a rule that acted on a hypothesis is a fix tried, not "no evidence"
+    why = f"the {tried} fix(es) auto-fix tried did not make it pass" if tried else "no auto-fix rule found evidence"
+    assert f"cause unknown: {why}" in text.split("\n")[0]
     assert "- unrouted aggregations: 0 found" in text
     assert "- ranks disagreeing on a replicated output: none" in text
     assert "- first divergent module: none found" in text
