@@ -65,6 +65,7 @@ __all__ = [
     "JsonStore",
     "environment",
     "evict_files",
+    "file_stamp",
     "installed_torch_version",
     "site_dirs",
     "write_atomic",
@@ -76,6 +77,16 @@ FORMAT = 2
 
 
 # -- the environment ---------------------------------------------------------------------------------
+
+
+def file_stamp(path: str) -> list[int] | None:
+    """`[mtime_ns, size]` of the file at `path` (None when it cannot be read): how the stores tell a file
+    saved since they remembered something about it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
 
 
 def site_dirs() -> list[str]:

@@ -169,9 +169,7 @@ def run_distributed(
         results = _results(procs, workdir, timeout_sec, t_start, finished, resident=resident is not None)
         t_done = time.perf_counter()
         if resident is not None and not retiring(results):  # the ranks wait for the caller's next run
-            resident.keep(
-                procs, run_dir, want.factory, world_size, devices, resolved_backend, want.env, context=caller.key()
-            )
+            resident.keep(procs, run_dir, want)
             keep = True
     except BaseException as exc:
         if not isinstance(exc, Exception):  # interrupted: this process is stopping, so is its pool

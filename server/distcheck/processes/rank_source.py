@@ -86,9 +86,7 @@ class ValidationRanks:
         ranks that do not serve are released, prepared ones that do not fit are discarded."""
         prepared, self.prepared = self.prepared, None
         resident = self.resident
-        if resident is not None and resident.serves(
-            want.factory, want.world_size, want.devices, want.backend, want.env, context=want.caller.key()
-        ):
+        if resident is not None and resident.serves(want):
             if prepared is not None:
                 prepared.discard()
             return RankChoice(RankLifecycle.RESIDENT, resident=resident, keep_in=resident)

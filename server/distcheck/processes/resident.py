@@ -35,13 +35,16 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime import beacon
 from ..runtime.module_namespace import module_file
 from . import run_dirs
+
+if TYPE_CHECKING:
+    from .rank_source import RankWant
 
 __all__ = [
     "RETIRING",
@@ -89,45 +92,21 @@ class ResidentRanks:
     jobs: int = 0
     devices: tuple[str, ...] = ()
 
-    def serves(
-        self,
-        factory: str,
-        world_size: int,
-        devices: Sequence[str],
-        backend: str,
-        env: Mapping[str, str],
-        *,
-        context: Hashable = None,
-    ) -> bool:
-        """Whether ranks are kept, all alive, for a run of this factory, world size, devices, backend,
-        rank environment and caller `context` (`caller_context.CallerContext.key`)."""
-        return (
-            self.run_dir is not None
-            and self.key == (*_key(factory, world_size, devices, backend, env), context)
-            and all(p.exitcode is None for p in self.procs)
-        )
+    def serves(self, want: RankWant) -> bool:
+        """Whether ranks are kept, all alive, for a run needing `want` (factory, world size, devices,
+        backend, rank environment and caller context)."""
+        return self.run_dir is not None and self.key == _key(want) and all(p.exitcode is None for p in self.procs)
 
     def kept_after(self, results: Sequence[Mapping[str, Any]]) -> None:
         """After a run these ranks served: released now when a rank retired (`RETIRING`), else kept."""
         if retiring(results):
             self.release()
 
-    def keep(
-        self,
-        procs: Sequence[Any],
-        run_dir: run_dirs.RunDir,
-        factory: str,
-        world_size: int,
-        devices: Sequence[str],
-        backend: str,
-        env: Mapping[str, str],
-        *,
-        context: Hashable = None,
-    ) -> None:
+    def keep(self, procs: Sequence[Any], run_dir: run_dirs.RunDir, want: RankWant) -> None:
         """Take the ranks of a run that ended well (they now wait for a job) and their run directory."""
         self.release()
-        self.procs, self.run_dir, self.devices = list(procs), run_dir, tuple(devices)
-        self.key = (*_key(factory, world_size, devices, backend, env), context)
+        self.procs, self.run_dir, self.devices = list(procs), run_dir, tuple(want.devices)
+        self.key = _key(want)
         self.jobs = 0
 
     def send(self, job: dict[str, Any]) -> str:
@@ -161,10 +140,15 @@ class ResidentRanks:
             retire(procs, self.devices, run_dir.remove if run_dir is not None else None)
 
 
-def _key(
-    factory: str, world_size: int, devices: Sequence[str], backend: str, env: Mapping[str, str]
-) -> tuple[Any, ...]:
-    return (factory, world_size, tuple(devices), backend, tuple(sorted(env.items())))
+def _key(want: RankWant) -> tuple[Any, ...]:
+    return (
+        want.factory,
+        want.world_size,
+        tuple(want.devices),
+        want.backend,
+        tuple(sorted(want.env.items())),
+        want.caller.key(),
+    )
 
 
 def _remove(path: str) -> None:

@@ -40,6 +40,7 @@ def infer_output_kind(value: torch.Tensor, num_local: int, num_systems: int) -> 
     return "global"
 
 
+@P.shielded()
 def consolidate(
     rank_outputs: Sequence[Mapping[str, torch.Tensor]],
     rows: Sequence[RankRows],
@@ -61,17 +62,6 @@ def consolidate(
     """
     if not rank_outputs:
         raise ValueError("no rank outputs to consolidate")
-    with P.shielded():
-        return _consolidate(rank_outputs, rows, spec, num_atoms, num_systems)
-
-
-def _consolidate(
-    rank_outputs: Sequence[Mapping[str, torch.Tensor]],
-    rows: Sequence[RankRows],
-    spec: MLIPSpec,
-    num_atoms: int,
-    num_systems: int,
-) -> Consolidated:
     names = list(rank_outputs[0].keys())
     _check_same_names(rank_outputs, names)
     outputs: dict[str, torch.Tensor] = {}

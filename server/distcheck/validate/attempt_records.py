@@ -77,6 +77,7 @@ def _mismatch_attempt(
     return attempt, {}, []
 
 
+@P.shielded()
 def evaluate_run(
     index: int,
     spec: MLIPSpec,
@@ -95,22 +96,6 @@ def evaluate_run(
     values. Returns the attempt, the raw per-output comparison and the helper diagnoses (auto-fix's
     evidence); an attempt whose outputs cannot be compared is errored (`meta.output_problems`), and so
     is one that fails while its ranks built another model than the reference (`model_identity`)."""
-    with P.shielded():
-        return _evaluate_run(index, spec, rationale, rule, run, reference, opts, reused, timings, meta)
-
-
-def _evaluate_run(
-    index: int,
-    spec: MLIPSpec,
-    rationale: str,
-    rule: str | None,
-    run: DistributedRun,
-    reference: Mapping[str, Any],
-    opts: Mapping[str, Any],
-    reused: bool,
-    timings: dict[str, float],
-    meta: ReportMeta,
-) -> tuple[Attempt, dict[str, dict[str, Any]], list[dict[str, Any]]]:
     # the ranks built another model than the reference: what explains outputs that differ (no spec can fix it)
     mismatch = factory_mismatch(reference, run.records)
     ref = reference_outputs(reference)

@@ -35,7 +35,6 @@ turns this off. Best effort: an unreadable or unwritable cache only means the fi
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -59,14 +58,6 @@ STORE = memory.FIELDS
 _MEASUREMENT_CODE = ("receptive.py", "receptive_graph.py", "reference_field.py", "field_cache.py")
 
 
-def _stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size]
-
-
 def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
     """The file of each of the user's own modules in `names` (`frames.is_user_file`: not installed,
     not the standard library, torch or distcheck), with its mtime (ns) and size. Installed packages are
@@ -76,7 +67,7 @@ def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
     for name in names:
         path = module_file(sys.modules.get(name))
         if path is not None and is_user_file(path):
-            found.setdefault(path, _stamp(path))
+            found.setdefault(path, memory.file_stamp(path))
     return dict(sorted(found.items()))
 
 
@@ -141,7 +132,7 @@ def field_key(target: str, device: str, batch_state: Mapping[str, Any], referenc
         {
             "target": target,
             "device": device,
-            "code": {name: _stamp(str(code / name)) for name in _MEASUREMENT_CODE},
+            "code": {name: memory.file_stamp(str(code / name)) for name in _MEASUREMENT_CODE},
             "sample": batch_state,
             "weights": reference.get("weights"),
             "wrapper": reference.get("wrapper"),

@@ -79,6 +79,7 @@ def _verdict_order(v: Mapping[str, Any]) -> tuple[bool, int, float]:
     return (bool(v["passed"]), -int(v["n_failing"]), -(math.inf if worst is None else float(worst)))
 
 
+@P.shielded()
 def check_replicas(
     rank_outputs: Sequence[Mapping[str, torch.Tensor]],
     kinds: Mapping[str, str],
@@ -99,23 +100,6 @@ def check_replicas(
     the first module whose per-system value differs across ranks; None or a missing rank: not named.
     Outputs absent on a rank or of another shape than the reference are left to `outputs.rank_problems`.
     """
-    with P.shielded():
-        return _check_replicas(
-            rank_outputs, kinds, spec, reference, verdicts, atol, rtol, reference_layers, rank_layers
-        )
-
-
-def _check_replicas(
-    rank_outputs: Sequence[Mapping[str, torch.Tensor]],
-    kinds: Mapping[str, str],
-    spec: MLIPSpec,
-    reference: Mapping[str, torch.Tensor],
-    verdicts: Mapping[str, Mapping[str, Any]],
-    atol: Tolerance,
-    rtol: Tolerance,
-    reference_layers: Sequence[Mapping[str, Any]],
-    rank_layers: Sequence[Sequence[Mapping[str, Any]]] | None,
-) -> tuple[dict[str, dict[str, Any]], list[RankDisagreement]]:
     out = {name: dict(v) for name, v in verdicts.items()}
     found: list[RankDisagreement] = []
     module: DivergentModule | None = None

@@ -22,8 +22,8 @@ class Kept:
     factory: str | None
     released: int = 0
 
-    def serves(self, factory: str, *_args: Any, **_kwargs: Any) -> bool:
-        return factory == self.factory
+    def serves(self, want: RankWant) -> bool:
+        return want.factory == self.factory
 
     def release(self) -> None:
         self.released += 1

@@ -123,13 +123,15 @@ def test_the_owner_waits_for_the_background_reaping_when_it_exits(tmp_path: Path
 def test_kept_ranks_and_the_reference_child_on_a_gpu_end_through_the_reaper() -> None:
     """A validation's ranks (`ResidentRanks.release`) and its reference child (`PendingField.close`)
     ran on a CUDA device: both are killed at once, and their run directories go once they are reaped."""
+    from distcheck.processes.caller_context import CallerContext
+    from distcheck.processes.rank_source import RankWant
     from distcheck.processes.resident import ResidentRanks
     from distcheck.processes.run_dirs import RunDir
     from distcheck.validate.reference_field import PendingField
 
     ranks, ranks_dir = _started(2), RunDir("run")
     kept = ResidentRanks()
-    kept.keep(ranks, ranks_dir, "m:f", 2, ["cuda:0", "cuda:0"], "gloo", {})
+    kept.keep(ranks, ranks_dir, RankWant("m:f", "off", 2, ("cuda:0", "cuda:0"), "gloo", {}, CallerContext()))
     child, child_dir = _started(1), RunDir("ref")
     field = PendingField(child, child_dir, time.perf_counter() + 60, None, "cuda:0")
     field.abandon()

@@ -81,14 +81,6 @@ def _root(origin: str) -> str:
     return os.path.dirname(origin) if name.startswith("__init__.") or os.path.isdir(origin) else origin
 
 
-def _stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size]
-
-
 def third_party_since(before: Iterable[str]) -> dict[str, Stamps]:
     """Top-level installed packages imported since `before` (a snapshot of `sys.modules`' keys), not
     torch/numpy/distcheck, each with every module file of it in `sys.modules` now (those under its
@@ -113,7 +105,7 @@ def third_party_since(before: Iterable[str]) -> dict[str, Stamps]:
         if root is None or path is None:
             continue
         path = os.path.realpath(path)
-        stamp = _stamp(path) if path == root or path.startswith(root + os.sep) else None
+        stamp = memory.file_stamp(path) if path == root or path.startswith(root + os.sep) else None
         if stamp is not None:
             found[top][path] = stamp
     return found
@@ -123,7 +115,7 @@ def _unchanged(stamps: Any) -> bool:
     """Whether `stamps` (a package's files as learned) are a package's files as they are now."""
     if not isinstance(stamps, dict) or not stamps:
         return False
-    return all(isinstance(v, list) and _stamp(str(p)) == v for p, v in stamps.items())
+    return all(isinstance(v, list) and memory.file_stamp(str(p)) == v for p, v in stamps.items())
 
 
 def packages_for(target: str | None) -> list[str]:
