@@ -196,8 +196,9 @@ export function isLibraryFrame(file: string): boolean {
 }
 
 function renderError(e: Reader, a: Reader): SafeHtml {
-  const rank = e.count("rank");
-  const where = rank === undefined ? "reference / parent" : `rank ${fmt(rank)}`;
+  // rank -1 (or none): the failure is the reference run's or the parent's, not a rank's
+  const rank = e.num("rank", { nullable: true });
+  const where = rank === undefined || rank < 0 ? "reference / parent" : `rank ${fmt(rank)}`;
   const rawIndex = a.count("index");
   const index = fmt(rawIndex ?? "?");
   // The user's frame is stored by the server (runtime/frames.py); the file test is for older reports.
