@@ -16,6 +16,30 @@ import torch
 
 __all__ = ["Batch", "CompatibleBatch", "NeighborList", "as_batch"]
 
+CELL_CONDITION_LIMIT = 1e6
+"""The largest condition number (largest over smallest singular value) of a system's nonzero cell
+vectors: above it they are (nearly) linearly dependent, whichever axes are periodic. A zero vector, on
+a non-periodic axis, is no cell vector and is left out."""
+
+
+def _cell_problem(cell: torch.Tensor) -> str | None:
+    """Why `cell` (3 × 3, rows the cell vectors) is unusable, or None: its nonzero vectors must be
+    linearly independent by `CELL_CONDITION_LIMIT`."""
+    vectors = cell.detach().to("cpu", torch.float64).numpy()
+    nonzero = [a for a in range(3) if np.linalg.norm(vectors[a]) > 0.0]
+    if not nonzero:
+        return None
+    singular = np.linalg.svd(vectors[nonzero], compute_uv=False)
+    condition = float(singular[0] / singular[-1]) if singular[-1] > 0.0 else float("inf")
+    if condition <= CELL_CONDITION_LIMIT:
+        return None
+    axes = ", ".join(str(a) for a in nonzero)
+    return (
+        f"the cell vectors of axes {axes} are (nearly) linearly dependent (condition number {condition:.3g} > "
+        f"{CELL_CONDITION_LIMIT:g}); give independent cell vectors, or a zero vector for an axis that is not "
+        "periodic"
+    )
+
 
 @runtime_checkable
 class CompatibleBatch(Protocol):
@@ -144,8 +168,9 @@ class Batch:
             for axis in range(3):
                 if bool(p[s, axis]) and float(torch.linalg.vector_norm(c[s, axis])) == 0.0:
                     raise _field_error("cell", f"system {s} is periodic along axis {axis} but that cell vector is zero")
-            if bool(p[s].any()) and abs(float(torch.linalg.det(c[s]))) < 1e-12 and bool(p[s].all()):
-                raise _field_error("cell", f"system {s}: periodic cell is singular")
+            problem = _cell_problem(c[s])
+            if problem is not None:
+                raise _field_error("cell", f"system {s}: {problem}")
 
         q = None
         if charge is not None:

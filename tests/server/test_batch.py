@@ -126,7 +126,7 @@ def test_non_finite_positions_name_the_atom(bad: float) -> None:
 
 def test_singular_fully_periodic_cell_rejected() -> None:
     cell = torch.tensor([[5.0, 0, 0], [10.0, 0, 0], [0, 0, 5.0]])
-    with pytest.raises(ValueError, match=r"^Batch\.cell:.*singular"):
+    with pytest.raises(ValueError, match=r"^Batch\.cell:.*linearly dependent"):
         Batch(**_simple(cell=cell))
 
 
@@ -723,3 +723,47 @@ def test_pair_order_does_not_depend_on_the_order_vesin_emits_pairs() -> None:
         perm = rng.permutation(len(i))
         order = _pair_order(i[perm], j[perm], shifts[perm], 2)
         np.testing.assert_array_equal(rows[perm][order], rows)
+
+
+# -- singular and near-singular cells are refused whatever the periodicity ----------------------------
+
+_SINGULAR_CELLS = {
+    "collinear_partly_periodic": ([[5.0, 0, 0], [10.0, 0, 0], [0, 0, 5.0]], [True, False, True]),
+    "collinear_open_axes": ([[5.0, 0, 0], [0, 5.0, 0], [0, 10.0, 0]], [True, False, False]),
+    "coplanar_all_periodic": ([[5.0, 0, 0], [0, 5.0, 0], [5.0, 5.0, 0]], [True, True, True]),
+    "nearly_collinear": ([[5.0, 0, 0], [5.0, 1e-7, 0], [0, 0, 5.0]], [True, True, False]),
+    "coplanar_none_periodic": ([[5.0, 0, 0], [0, 5.0, 0], [5.0, 5.0, 0]], [False, False, False]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SINGULAR_CELLS))
+def test_a_singular_or_near_singular_cell_is_refused_whatever_the_periodicity(name: str) -> None:
+    from distcheck.batch import CELL_CONDITION_LIMIT
+
+    cell, pbc = _SINGULAR_CELLS[name]
+    with pytest.raises(ValueError, match="linearly dependent") as refused:
+        Batch(
+            positions=torch.rand(4, 3, dtype=torch.float64),
+            atomic_numbers=torch.ones(4, dtype=torch.long),
+            cell=torch.tensor(cell, dtype=torch.float64),
+            pbc=torch.tensor(pbc),
+        )
+    assert f"{CELL_CONDITION_LIMIT:g}" in str(refused.value) and "Batch.cell" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("cell", "pbc"),
+    [
+        ([[5.0, 0, 0], [0, 5.0, 0], [0, 0, 0]], [True, True, False]),  # a slab: zero-length open axis
+        ([[0.0, 0, 0], [0, 0, 0], [0, 0, 0]], [False, False, False]),  # a molecule
+        ([[5.0, 0, 0], [0, 0, 0], [0, 0, 0]], [True, False, False]),  # a wire
+        ([[5.0, 0, 0], [2.5, 4.33, 0], [0, 0, 7.0]], [True, True, True]),  # triclinic
+    ],
+)
+def test_a_zero_length_open_axis_and_a_skewed_cell_are_fine(cell: list[list[float]], pbc: list[bool]) -> None:
+    Batch(
+        positions=torch.rand(4, 3, dtype=torch.float64),
+        atomic_numbers=torch.ones(4, dtype=torch.long),
+        cell=torch.tensor(cell, dtype=torch.float64),
+        pbc=torch.tensor(pbc),
+    )
