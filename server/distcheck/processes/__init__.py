@@ -62,18 +62,23 @@ the run is taken only when the spec inferred now is the same (`ran_ahead` in the
 Modules
 =======
 
-- `forkserver`: the warm pool every process starts from, and the lock around each start;
-  `forkserver_init` (its first import: the import guard, the bytecode cache), `mode_warmup` and
-  `preloaded` (its last imports), `bytecode_cache` (bytecode for packages installed without it).
-- `launch`: `run_distributed`, the owner's side of one run; `rank_main`, a rank process's body;
-  `rank_source`, where a run's ranks come from.
+- `forkserver`: the warm pool every process starts from, and the lock around each start (no torch);
+- `forkserver_init`: the forkserver's first import: the import guard, the bytecode cache;
+- `mode_warmup`: the forkserver's last imports: what torch loads lazily under a rank's modes;
+- `preloaded`: what the forkserver imported for every process, recorded once it had;
+- `bytecode_cache`: bytecode for installed packages that have none;
+- `launch`: `run_distributed`, the owner's side of one run;
+- `rank_main`: a rank process's body: first and last steps, its runs, result and error files;
+- `rank_source`: where a run's ranks come from (`RankWant` → `RankChoice`);
 - `caller_context`: what every job carries of its caller (environment, working directory,
   `sys.path` when the run starts), applied first in whatever process serves it; the variables that
-  only take effect at a process's start, whose change restarts the forkserver.
-- `supervise` (waiting, naming the culprit), `reaper` (ending what a validation is done with),
-  `teardown` (a command's last step), `lifeline` (no process outlives its owner), `process_groups`,
-  `run_dirs` (a private directory per run).
-- `resident`: ranks kept between the runs of one validation.
-- `spares`: warm processes forked ahead (`spares.child`, `keeper`, `pool`, `process`, `prepared`,
-  `report`, `settings`, `warmup`, `learned`).
+  only take effect at a process's start, whose change restarts the forkserver;
+- `supervise`: waiting for a run's processes, naming the culprit, stopping the rest;
+- `reaper`: ending what a validation is done with (off its path on a GPU);
+- `teardown`: a command's last step: everything it started has ended;
+- `lifeline`: no process outlives its owner (parent-death signals, subreapers, tree kills);
+- `process_groups`: killing whole process groups (standard library only);
+- `run_dirs`: a private directory per run, and the sweep of those whose owner is gone;
+- `resident`: ranks kept between the runs of one validation;
+- `spares`: warm processes forked ahead (its docstring maps its modules).
 """

@@ -7,13 +7,27 @@ layer divergence, partition health and timings. Everything the editor needs to p
 file + line in the report, so the daemon never imports the user's code, and this package never imports
 torch.
 
-Modules, one job each: `values` (JSON values: non-finite floats, free-form dicts, strict readers),
-`codec` (the records' JSON from their dataclass fields), `model` (the attempt's records), `checks`
-(the trust-check records), `parts` (typed records of the open parts), `document` (`TraceReport` and the
-best-attempt rule; its docstring states the JSON promises), `schema` (the generated JSON Schema),
-`typescript` (the extension's report types generated from the schema), `render` (text / ANSI),
-`junit` (JUnit XML for CI). `python -m distcheck.report --write-schema PATH --write-ts PATH` writes
-the schema and the TypeScript types.
+`python -m distcheck.report --write-schema PATH --write-ts PATH` writes the schema and the TypeScript
+types.
+
+Modules
+=======
+
+- `values`: JSON values: non-finite floats, free-form dicts, strict readers;
+- `codec`: the records' JSON from their dataclass fields;
+- `model`: the records of one attempt (`Attempt`, `OutputVerdict`, `WorkerError`, `UnroutedOp`, ...);
+- `checks`: the trust-check records (`RoundoffFloor`, `ReceptiveField`, `SampleWarning`, ...);
+- `parts`: typed records of the open parts (`partition_health`, `meta`, `target`, ...);
+- `atoms`: per-atom error data of one failing output, bounded in size;
+- `kernels`: what a rank saw of an undeclared `torch.ops` kernel (`KernelCall`);
+- `document`: `TraceReport` and the best-attempt rule; its docstring states the JSON promises;
+- `failures`: the per-output failure record every test runner shows;
+- `schema`: the generated JSON Schema;
+- `typescript`: the extension's report types, generated from the schema;
+- `render`: the report as text / ANSI;
+- `log_summary`: the text summary written to a logger;
+- `junit`: JUnit XML for CI;
+- `__main__`: `python -m distcheck.report`, writing the schema and the TypeScript types.
 """
 
 from .checks import (

@@ -1,6 +1,53 @@
 """The distributed runtime distcheck validates: what runs inside one rank. Partition, halo exchange,
 handlers, adapters, consolidation and a rank's body (`rank`); the processes that run ranks are
-`distcheck.processes`' (`run_distributed` is `distcheck.processes.launch`')."""
+`distcheck.processes`' (`run_distributed` is `distcheck.processes.launch`'). Nothing here imports
+`distcheck.processes`, `validate`, `jobs` or `lsp`.
+
+Modules
+=======
+
+One rank:
+
+- `rank`: what a rank does once its process group exists (`prepare_rank`, `forward_rank`);
+- `model`: `DistributedModel`, a single-process wrapper run on one rank's local batch under a spec;
+- `model_build`: the user's model built alike in every process, and its weights' fingerprint;
+- `factory`: model factories referenced by name (`FactoryRef`), imported afresh in every process;
+- `partition`: the slab partition into owned, halo and remote atoms;
+- `local_batch`: `LocalBatch`, a rank's rows: owned then halo, system by system;
+- `context`: what one rank knows while it runs (`RankContext`);
+- `rank_devices`: one device per rank and the backend for them;
+- `cpu_share`: the CPU threads each process of a validation may use;
+- `beacon`: what a running rank tells its parent: its phase, its stack on request (no torch);
+- `errors`: `DistributedError`, `RankFailure`, `RankTimeout`, `SetupError`;
+- `run_result`: `RankRecord`, `DistributedRun` and `RankLifecycle`, assembled from the ranks' results.
+
+The handlers:
+
+- `dispatch`: `HandlerMode`, the interception layer of named handlers;
+- `scatter_ops`: one description of every scatter-like torch call, whatever its spelling;
+- `reduce_handlers`: per-atom → per-system handlers;
+- `edge_handlers`: per-edge → per-atom handlers (`halo_correction`, `owned_complete`);
+- `exchange`: differentiable collectives (exact adjoints);
+- `adapters`: third-party helper adapters, swapped in while a rank runs;
+- `call_args`: arguments passed by keyword, read by position;
+- `kernel_calls`: an undeclared `torch.ops` kernel read off its shapes;
+- `observer`: `ScatterObserver`, below autograd: aggregations no handler saw;
+- `unrouted`: naming what no handler routed, with its source location;
+- `torchscript`: whether a rank runs TorchScript compiled or as Python;
+- `consolidate`: per-rank outputs → global outputs, per output kind.
+
+Shared with the owner's process:
+
+- `pristine`: the torch functions distcheck's own comparison computes with, none replaceable;
+- `isolation`: process-global state a validation may change, put back when it ends;
+- `launcher_env`: where this process sits in a launcher's job (no torch);
+- `group`: ranks a launcher started: join the job's group, run the attempts across it;
+- `frames`: which traceback frame is the user's (no torch);
+- `source`: where a Python object is defined, for the report's `file`/`line`;
+- `module_namespace`: what a module in `sys.modules` holds, without loading it (no torch);
+- `env_reads`: which environment variables the target reads (reference child);
+- `file_reads`: which data files the target reads (reference child).
+"""
 
 from typing import TYPE_CHECKING, Any
 

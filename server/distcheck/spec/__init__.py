@@ -11,21 +11,28 @@ the 1-based line and column of the offending key. `validate_dict` / `validate_js
 error instead of stopping at the first. `json_schema()` derives the JSON Schema from the same fields;
 `python -m distcheck.spec --write-schema PATH` writes it for the editor.
 
-This module states the package's public API once; one job a module below it:
+This module states the package's public API once. Imports no torch (orjson only), so the editor
+daemon can import it.
+
+Modules
+=======
 
 - `fields`: constants, enum values, patterns and the field-metadata language;
 - `parts`, `model`: the dataclasses (`Policy` ... `Distribution`; `MLIPSpec`);
 - `errors`: `SpecError`, JSON paths, the words of messages;
 - `reader`: a parsed document → a spec or every error (paths, did-you-mean);
+- `checks`: the checks across the fields of one object, run by the reader;
 - `codec`: JSON text and files → a spec, errors with line and column;
-- `schema`: the JSON Schema; `cli`: `python -m distcheck.spec`;
+- `schema`: the JSON Schema;
+- `cli`, `__main__`: `python -m distcheck.spec`;
 - `jsontext`: the project's one JSON-text scanner (offsets of keys and values);
-- `edit`: minimal, formatting-preserving edits of JSON text; `file`: guarded, atomic saves;
-- `importer` (with `import_core`, `import_helpers`): nvalchemi-toolkit's version-2 spec files → a spec
-  (`import_anchor_spec`, `anchor_spec_from_text`: an `AnchorImport` with an `ImportNote` per field that
-  has no exact equivalent).
-
-Imports no torch (orjson only), so the editor daemon can import it.
+- `edit`: minimal, formatting-preserving edits of JSON text;
+- `file`: guarded, atomic saves;
+- `importer`: nvalchemi-toolkit's version-2 spec files → a spec (`import_anchor_spec`,
+  `anchor_spec_from_text`: an `AnchorImport` with an `ImportNote` per field that has no exact
+  equivalent);
+- `import_core`: the toolkit's `core` section as distcheck's `distribution`;
+- `import_helpers`: the toolkit's third-party helpers as distcheck's.
 """
 
 from .codec import locate_path, validate_json

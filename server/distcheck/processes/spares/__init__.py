@@ -10,11 +10,21 @@ are warm, never the user's modules.
 
 This module is what runs and owners call: `pool()` (this process's `SparePool`), `process` (a claimed
 spare bound to a job, or a plain process), `keep_warm` and `prestart`, `report()`, and the counts a
-validation wants (`rank_counts`, `roomy`). The parts: `spares.settings` (on or off, the bounds, from
-the environment), `spares.process` (one spare: `Spare`), `spares.keeper` (the pool's state and the
-thread that refills it), `spares.pool` (`want`, `claim`, `settle`, ...), `spares.report` (what is
-held), `processes.forkserver` (the forkserver), `spares.child` (the spare's own side), `spares.prepared`
-(ranks built ahead) and `spares.learned` (the packages each target imports). No torch.
+validation wants (`rank_counts`, `roomy`). The forkserver they are forked from is
+`processes.forkserver`'s. No torch.
+
+Modules
+=======
+
+- `settings`: what the environment says about spares, resident ranks and the caches;
+- `process`: one spare (`Spare`), a warm process waiting on its pipe for one job;
+- `keeper`: the pool's state and the keeper thread that forks spares until the wants are met;
+- `pool`: what callers ask of the pool (`SparePool`: `want`, `claim`, `settle`, ...);
+- `report`: what the pool holds, as a plain dict;
+- `child`: inside a spare: warm up, wait for one job, run it, exit;
+- `warmup`: what a spare runs before its job so that its first forward loads no kernels;
+- `prepared`: ranks built ahead, while the reference runs (`prepare_ranks`);
+- `learned`: the packages each target's model imported, and its last first spec.
 """
 
 from __future__ import annotations
