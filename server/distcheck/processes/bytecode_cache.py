@@ -3,8 +3,8 @@
 A validation's processes import torch (the pool's forkserver, the CLI, the editor's runner). Where
 torch, sympy and mpmath were installed without bytecode and this interpreter writes none beside them
 (`PYTHONDONTWRITEBYTECODE`, or a site directory it may not write), every new interpreter compiles them
-from source: `import torch` with `torch.fx.experimental.symbolic_shapes` took 7.7-9.8 s on the H100
-hosts of `bench/RESULTS_gpu.md` (session 29), 2.3-2.6 s once compiled.
+from source: `import torch` with `torch.fx.experimental.symbolic_shapes` then takes several times as
+long as once compiled (`bench/RESULTS_gpu.md`).
 
 There, `use()` gives this process (and every process forked from it) a source loader that reads an
 installed module's bytecode from beside its source where it exists, else from distcheck's cache (a

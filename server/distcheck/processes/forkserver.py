@@ -47,12 +47,12 @@ BASE_PRELOAD: tuple[str, ...] = (
     "distcheck.processes.forkserver_init",  # first: the import guard, before anything else is imported
     "torch",
     "torch.distributed",
-    # torch imports it lazily on the first `autograd.grad` given `grad_outputs` (nearly 1 s on a busy
-    # CPU); it does not import TorchDynamo, which no rank needs (`observer.dynamo_disabled_lazily`)
+    # torch imports it lazily on the first `autograd.grad` given `grad_outputs` (a rank's first forward
+    # would pay it); it does not import TorchDynamo, which no rank needs (`observer.dynamo_disabled_lazily`)
     "torch.fx.experimental.symbolic_shapes",
     "distcheck.processes.launch",
     "distcheck.validate.instrument",
-    "vesin",  # the neighbour lists' library, imported on a process's first neighbour list (0.05 s)
+    "vesin",  # the neighbour lists' library, imported on a process's first neighbour list
     # what torch loads lazily on the first forward under a rank's modes, loaded once here
     "distcheck.processes.mode_warmup",
     PRELOAD_RECORD,  # last: the names of all of the above (`module_namespace.preloaded_modules`)

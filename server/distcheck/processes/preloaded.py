@@ -3,9 +3,9 @@ forkserver only, last of `forkserver.BASE_PRELOAD` (before any `DISTCHECK_PRELOA
 process forked from it finds `MODULES` in `sys.modules` as it was before any target's code ran.
 
 It also freezes what is alive by then (`gc.freeze`): those objects (torch's, sympy's, ...) live as long
-as the process, so no collection in a process forked from the pool walks them. A resident rank's full
-collection between two runs (`resident.RankState.restore`) took 0.39-0.43 s on an H100 host with them,
-and a full collection after these imports 0.09 s on a 2-core box, against under a millisecond frozen.
+as the process, so no collection in a process forked from the pool walks them: unfrozen, a resident
+rank's full collection between two runs (`resident.RankState.restore`) walks all of torch's objects,
+frozen it walks only what the run left (`bench/RESULTS_gpu.md`).
 Nothing else imports this module: imported elsewhere, it would record that process's own modules and
 freeze its objects.
 """
@@ -19,8 +19,8 @@ from ..runtime.frames import is_user_file
 
 __all__ = ["MODULES"]
 
-# which directories are never the user's is read once here (sysconfig imports its data module for it:
-# 0.024 s of a resident rank's first restore on a 2-core box), not by every process forked from the pool
+# which directories are never the user's is read once here (sysconfig imports its data module for it,
+# which a resident rank's first restore would otherwise pay), not by every process forked from the pool
 is_user_file(__file__)
 
 MODULES: frozenset[str] = frozenset(sys.modules)

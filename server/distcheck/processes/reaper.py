@@ -2,10 +2,10 @@
 
 `retire(procs, devices, then)` sends SIGKILL to every process of `procs` and to everything it started
 (`supervise.kill_now`) before it returns: none of them computes, writes or holds a collective any more.
-Waiting for them to end is another matter. A process holding a CUDA context takes 0.1-0.3 s to end
-after SIGKILL while the driver tears the context down and gives its memory back (0.20-0.27 s for two
-ranks on an H100, `bench/RESULTS_gpu.md`, session 29), and a validation ends two or three such
-processes (its reference run, its ranks). Processes on a CUDA device are therefore reaped by a
+Waiting for them to end is another matter. A process holding a CUDA context takes a noticeable
+fraction of a second to end after SIGKILL while the driver tears the context down and gives its memory
+back (`bench/RESULTS_gpu.md`), and a validation ends two or three such processes (its reference run,
+its ranks). Processes on a CUDA device are therefore reaped by a
 background thread, which then runs `then` (removing their run directory); CPU processes end within
 milliseconds and are reaped before `retire` returns, as before.
 

@@ -5,10 +5,9 @@ slowest thread does. When other processes keep some cores busy, a region with a 
 for the threads the scheduler set aside, and an operation of a millisecond takes several. A validation
 runs several processes at once: its ranks (the first attempt's run while the reference runs), the
 reference child (still measuring the receptive field, or being torn down) and the caller, which loads,
-combines and compares their outputs. With the caller at one thread per core, the comparison at 100k
-atoms took 0.27-0.34 s on an H100 host against 0.007 s once the other processes had gone idle
-(`bench/RESULTS_gpu.md`, session 29). Each process therefore takes its share of the cores. No torch
-at import.
+combines and compares their outputs. With the caller at one thread per core, its comparison of a large
+sample took tens of times longer while the other processes ran than once they had gone idle
+(`bench/RESULTS_gpu.md`). Each process therefore takes its share of the cores. No torch at import.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A module registered through `importlib.util.LazyLoader` (scipy, cupy and others register their
 submodules that way) runs its code on the first attribute read, whichever attribute: `getattr(m,
 "__file__")` or `vars(m)` over `sys.modules` imports it, and with it packages the model never used
-(cupyx, scipy.sparse, numpy.f2py and pytest in a rank on an H100 host: 0.25-1.1 s). Every walk over
-`sys.modules` in distcheck reads through these two functions instead.
+(cupyx, scipy.sparse, numpy.f2py and pytest in a rank: a large share of its factory's time, measured in
+`bench/RESULTS_gpu.md`). Every walk over `sys.modules` in distcheck reads through these two functions
+instead.
 """
 
 from __future__ import annotations

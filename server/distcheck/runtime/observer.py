@@ -121,8 +121,8 @@ def dynamo_disabled_lazily(cls: _Mode) -> _Mode:
     only once something else has.
 
     `TorchDispatchMode` wraps a subclass's `__torch_dispatch__` in `torch._disable_dynamo`, whose
-    first call imports `torch._dynamo` (about 1 s on the GPU machine, 3 s on a busy CPU: in every
-    rank's first forward, or in the forkserver's start-up when preloaded) only to keep TorchDynamo
+    first call imports `torch._dynamo` (seconds on a busy CPU, `bench/RESULTS.md`: in every rank's
+    first forward, or in the forkserver's start-up when preloaded) only to keep TorchDynamo
     from tracing into the method. Dynamo traces nothing in a process that never imported it: until
     something does, the method runs as it is; from then on, behind dynamo's own `disable`, as before.
     The wrapper keeps the disabled method on the raw one as `__dynamo_disable`; a torch that no longer

@@ -57,8 +57,8 @@ def _swap_loaded() -> None:
     distcheck's and what the forkserver preloaded for every process (none of it is the user's or
     scripted). Reads each module's namespace as it is: a lazily imported module (`importlib.util.
     LazyLoader`, as scipy and cupy register theirs) would be loaded by `vars()`, importing packages the
-    model never used (cupyx, scipy.sparse, pytest: 0.25-1.1 s of a rank's factory on an H100 host), and
-    holds nothing compiled until it is."""
+    model never used (cupyx, scipy.sparse, pytest: see `module_namespace`), and holds nothing compiled
+    until it is."""
     preloaded = preloaded_modules()
     for mod_name, module in list(sys.modules.items()):
         top = mod_name.split(".")[0]

@@ -4,8 +4,8 @@ A spare is forked from the rank pool's forkserver (torch and distcheck preloaded
 initialised there) before any validation asks for it. It arms its lifeline at once (it dies with the
 forkserver, which dies with the owner), leads its own process group, then warms what a rank pays for
 on its first forward: its CUDA context on its device (module loading as the user set it, lazy by
-default: eager loading took 4-5 s and 1.3 GB of GPU memory per spare on an H200, lazy 0.55 s and 0.64 GB,
-bench/RESULTS_gpu.md), a first autograd pass there, the third-party packages the pool names (learned
+default: eager loading costs several times lazy's time and GPU memory per spare, `bench/RESULTS_gpu.md`),
+a first autograd pass there, the third-party packages the pool names (learned
 from the target's previous validation) and the kernels of the operator families models are built from
 (`spares.warmup`). Those only while no job has come: a spare claimed while it warms (a validation in a
 process that had no warm spare yet) runs its job once its CUDA context is up, and the job loads what

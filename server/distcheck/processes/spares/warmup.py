@@ -1,14 +1,14 @@
 """What a spare runs before its job so that the job's first forward does not pay for loading kernels.
 
-With CUDA's lazy module loading (the default, and what a spare keeps: eager loading cost 4-5 s and
-1.3 GB of GPU memory per spare on an H200) the first call of an operator family loads its module,
-1-25 ms each on an H100, and a model's first forward + forces calls dozens of them: 0.11 s of the
-0.14 s first forward of `examples.mpnn` at 1k atoms in a warm spare, against 0.008 s warm
-(bench/RESULTS_gpu.md, session 28). Loading is per process and per family, not per model: calling
-each family once, on tiny tensors, forward and backward, in float64 and float32, loads what any
-model's use of it would. So the warm-up covers the operator families interatomic potentials are built
-from (elementwise maths, comparisons and selections, reductions, gathers and scatters by an index,
-sorting, linear algebra, layer norms and softmax, casts and copies), not the ones one model uses.
+With CUDA's lazy module loading (the default, and what a spare keeps: eager loading costs each spare
+seconds and GPU memory, `bench/RESULTS_gpu.md`) the first call of an operator family loads its module,
+and a model's first forward + forces calls dozens of them: most of a first forward in a warm spare
+that skipped this warm-up is that loading (`bench/RESULTS_gpu.md`). Loading is per process and per
+family, not per model: calling each family once, on tiny tensors, forward and backward, in float64 and
+float32, loads what any model's use of it would. So the warm-up covers the operator families
+interatomic potentials are built from (elementwise maths, comparisons and selections, reductions,
+gathers and scatters by an index, sorting, linear algebra, layer norms and softmax, casts and copies),
+not the ones one model uses.
 
 Rules: fixed values only, never a random draw (the factory that runs next must find torch's, numpy's
 and Python's generators as the fork left them: `model_build.FACTORY_SEED`); each family on its own, so
