@@ -362,7 +362,12 @@ def test_save_over_a_directory_refuses_and_leaves_it(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ changed since it was read
 
-_USER_EDIT = FIVE_LINES.replace('"local"', '"halo_correction"').replace("{\n", "{\n  \n", 1)
+# the user's edit declares another output: a spec of their own, not the one a run would save
+_USER_EDIT = (
+    FIVE_LINES.replace('"local"', '"halo_correction"')
+    .replace("{\n", "{\n  \n", 1)
+    .replace('"per_node"}', '"per_node", "virial": "per_graph"}')
+)
 
 
 def _change_content(path: Path) -> None:
@@ -602,7 +607,12 @@ def test_cli_subprocess_save_spec_race_keeps_the_users_edit(tmp_path: Path) -> N
     path = tmp_path / "pair.distspec.json"
     original = FIVE_LINES.replace('"local"', '"halo_correction"')
     _write(path, original)
-    user_edit = original.replace('"version": 1,', '"version": 1,  \t').replace("{\n", "{\r\n", 1) + "\n"
+    user_edit = (  # another spec (one more output), in the user's own layout
+        original.replace('"version": 1,', '"version": 1,  \t')
+        .replace("{\n", "{\r\n", 1)
+        .replace('"per_node"}', '"per_node", "virial": "per_graph"}')
+        + "\n"
+    )
     keep = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(distcheck.__file__).parents[1]), *keep]))
     env.update(NO_COLOR="1", DISTCHECK_TEST_SPEC=str(path), DISTCHECK_TEST_EDIT=user_edit)
@@ -627,3 +637,26 @@ def test_cli_subprocess_save_spec_race_keeps_the_users_edit(tmp_path: Path) -> N
     assert _read(beside).count("\n") == original.count("\n"), "the validated file is the read text, minimally edited"
     leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")
     assert leftovers == ["editing_model.py", "pair.distspec.json", "pair.validated.distspec.json"]
+
+
+@pytest.mark.parametrize("layout", ["same_bytes", "other_layout"])
+def test_a_file_changed_meanwhile_into_this_very_spec_is_no_conflict(layout: str, tmp_path: Path) -> None:
+    """Two saves of one result (two CLIs, or the editor and a CLI): the second finds the file changed since
+    its run read it, but into the spec it would write, so nothing is written beside it."""
+    path = tmp_path / "m.distspec.json"
+    _write(path, FIVE_LINES)
+    state = FileState.of(path)
+    spec = MLIPSpec.load(path)
+    spec.distribution.policy.halo_width = 8.0
+    first = save_guarded(spec, path, FileState.of(path))  # the other save, which got there first
+    assert first.conflict is None and first.changed
+    if layout == "other_layout":
+        path.write_text(spec.to_json())  # the same spec, written by another tool's layout
+    before = _snapshot(tmp_path)
+    second = save_guarded(spec, path, state)
+    assert second.conflict is None and not second.changed and second.written == str(path)
+    assert _snapshot(tmp_path) == before and "already holds the validated spec" in second.message
+    # a file changed into another spec still is a conflict
+    other = MLIPSpec.load(path)
+    other.distribution.policy.halo_width = 9.0
+    assert save_guarded(other, path, state).conflict is not None

@@ -348,14 +348,25 @@ class SaveOutcome:
         )
 
 
+def _holds(path: str, spec: MLIPSpec) -> bool:
+    """Whether the file at `path` holds `spec` now (the same spec, whatever its layout)."""
+    try:
+        return MLIPSpec.coerce(path).signature() == spec.signature()
+    except Exception:  # unreadable, gone, not a spec: it does not hold it
+        return False
+
+
 def save_guarded(spec: MLIPSpec, path: str | os.PathLike[str], expected: FileState) -> SaveOutcome:
     """Save `spec` (already validated) to `path` unless it is no longer in the state `expected` (taken
     when the run read it); then write it to a new file beside it (`beside_path`), edited over what
-    `path` held in `expected`, and say so. No byte of `path` is changed after a conflict."""
+    `path` held in `expected`, and say so. No byte of `path` is changed after a conflict. A file changed
+    meanwhile into this very spec (two saves of one result) is no conflict: it is left unchanged."""
     name = os.fspath(path)
     try:
         changed = write_spec(spec, name, expected)
     except SpecConflict as conflict:
+        if _holds(name, spec):  # another save (a second CLI, the editor) wrote this very spec meanwhile
+            return SaveOutcome(name, name, None, changed=False)
         data = spec_text_over(spec, expected.data).encode("utf-8")
         mode = 0o644
         if expected.kind == "file":
