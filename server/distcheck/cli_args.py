@@ -203,7 +203,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         choices=("auto", "local", "torchrun"),
         default="auto",
         help="local: distcheck starts the ranks on this machine; torchrun: this process is one rank of a job "
-        "torchrun started (one node or many; see the README); auto (default): torchrun when its RANK, "
+        "torchrun started (one node or many; see docs/gpus.md); auto (default): torchrun when its RANK, "
         "WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set",
     )
     o = v.add_argument_group("output")

@@ -55,8 +55,8 @@ def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
     if op.origin == "native":
         return "declare the Python function that calls this C++ code in distribution.third_party_helpers"
     return (
-        'rewrite it in a form the handlers route (README: "Code that is safe to write"), e.g. a sum, mean, amax '
-        "or amin keyed by the system index"
+        'rewrite it in a form the handlers route (docs/safe-code.md: "Code that is safe to write"), e.g. a sum, '
+        "mean, amax or amin keyed by the system index"
     )
 
 

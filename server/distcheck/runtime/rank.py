@@ -41,7 +41,7 @@ NCCL_SAFE_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-"""Set in every rank before its process group starts: NVLink multicast stays off (see the README)."""
+"""Set in every rank before its process group starts: NVLink multicast stays off (see docs/gpus.md)."""
 
 PhaseCallback = Callable[[str], None]
 

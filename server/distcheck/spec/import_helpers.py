@@ -64,7 +64,7 @@ def convert_helper(c: Conversion, item: Any, parts: Parts) -> dict[str, Any] | N
             (*parts, "kind"),
             f"helper kind {show(kind)} is not one of {TOOLKIT}'s ({did_you_mean(kind, list(_HELPER_KEYS))}they are "
             f"{quote_all(list(_HELPER_KEYS))}), so the entry is left out; declare its distcheck equivalent "
-            'by hand (README, "The spec") if the model needs one',
+            'by hand (docs/spec.md, "The spec") if the model needs one',
         )
         return None
     c.unknown_keys(obj, parts, _HELPER_KEYS[kind], f'a "{kind}" helper')

@@ -184,7 +184,7 @@ def _convert(data: Any, c: Conversion) -> dict[str, Any] | None:
             f"version {show(version)}: distcheck imports version {ANCHOR_SPEC_VERSION} of "
             f"{TOOLKIT}'s spec files only (what its MLIPSpec.save writes); save the spec again "
             "with a toolkit that writes version 2, or write the distcheck spec by hand "
-            '(README, "The spec")',
+            '(docs/spec.md, "The spec")',
         )
         return None
     c.unknown_keys(data, (), _TOP_KEYS, "the document")

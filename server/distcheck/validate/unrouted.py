@@ -98,8 +98,8 @@ def _advice(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> str:
         steps.append("declare the Python function that calls this C++ code in distribution.third_party_helpers")
     if "python" in origins:
         steps.append(
-            'rewrite it in a form the handlers route (README: "Code that is safe to write"), e.g. a sum, mean, '
-            "amax or amin keyed by the system index"
+            'rewrite it in a form the handlers route (docs/safe-code.md: "Code that is safe to write"), e.g. a sum, '
+            "mean, amax or amin keyed by the system index"
         )
     return "; ".join(steps)
 
