@@ -4,7 +4,7 @@ The *owner* is the process that asks for a validation: the CLI, the editor's run
 script or notebook calling `trace_and_validate`. Everything below it forms one tree (`lifeline`):
 owner → forkserver → spares, ranks, reference → whatever the model starts. Nothing outlives the owner,
 SIGKILL included, and each validation gives exactly the verdict a fresh process would give (the
-warm-equals-cold invariant in `../shared/DESIGN.md`, checked by `tests/server/test_warm_cold.py`).
+warm-equals-cold invariant in `../shared/DESIGN.md`, checked by `tests/server/runtime/test_warm_cold.py`).
 
 Process kinds
 =============

@@ -45,7 +45,7 @@ An attempt:
 Auto-fix and the report's advice:
 
 - `autofix`: the rule-based spec mutations, in order (`RULES`);
-- `custom_op_rule`: `declare_custom_ops`, for undeclared `torch.ops` kernels;
+- `custom_op_rule`: the `declare_custom_ops` rule for undeclared `torch.ops` kernels (not in `RULES` yet);
 - `owned_complete`: the rules into and out of scatter mode `owned_complete`;
 - `halo_bounds`: how far a halo may be widened; the rule back from `local` for edge virials;
 - `rollback`: rolling back a mutation that made the comparison worse;
