@@ -90,7 +90,13 @@ class Runs:
             raise RequestFailed(trust.UNTRUSTED)
         target = self._workspace.resolve_target(arg)
         self._confirmed_outside.update(os.path.realpath(p) for p in confirmed)
-        outside = trust.code_outside(target, self._workspace.roots(), self._confirmed_outside)
+        try:
+            outside = trust.code_outside(target, self._workspace.roots(), self._confirmed_outside)
+        except trust.Unclassified as err:
+            raise RequestFailed(
+                f"validating {target.name} was refused: {err}; make the module a file in the workspace or an "
+                "installed package, or validate it from a terminal (distcheck validate) if you trust it"
+            ) from err
         if outside:
             raise OutsideWorkspace(
                 f"validating {target.name} would import and run code from outside the workspace "

@@ -5,19 +5,36 @@ refuses to validate until the client has said the workspace is trusted (`initial
 `{"trusted": true}` or the `distcheck/trust` notification), and refuses a target whose code would be
 imported from outside the workspace folders and the interpreter's installed packages until the user
 has confirmed those paths (`{"confirmOutsideWorkspace": [paths]}` in `distcheck.validate`'s
-arguments). Nothing here imports user code: paths come from `TargetInfo` and text scans.
+arguments). A module reference is located the way the import system would locate it, by the finders
+alone (`module_origins`: `sys.meta_path`'s finders, the target's search directories before this
+interpreter's `sys.path`, each package's own search locations): a source file, bytecode-only `.pyc`,
+an extension module, a namespace package's directories, an editable install's finder, a path hook's
+entry. Each origin is the workspace, installed, or outside; a module found without an origin that
+can be placed is refused (`Unclassified`). Nothing here imports user code: finders only locate.
 """
 
 from __future__ import annotations
 
 import os
 import site
+import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
+from importlib.machinery import ModuleSpec, PathFinder
+from typing import Any
 
-from .config import TargetInfo, reference_file
+from ..jobs.target import is_path_reference, split_reference
+from .config import TargetInfo
 
-__all__ = ["OUTSIDE_WORKSPACE", "UNTRUSTED", "code_outside", "installed_dirs", "is_within"]
+__all__ = [
+    "OUTSIDE_WORKSPACE",
+    "UNTRUSTED",
+    "Unclassified",
+    "code_outside",
+    "installed_dirs",
+    "is_within",
+    "module_origins",
+]
 
 UNTRUSTED = (
     "this workspace is not trusted, and validating imports and runs its model and sample code; "
@@ -54,11 +71,89 @@ def installed_dirs() -> list[str]:
     return sorted(d for d in found if d)
 
 
+class Unclassified(ValueError):
+    """A module the finders locate without a file or directory that could be placed inside or outside
+    the workspace: refused, never waved through."""
+
+
+def _find(name: str, path: Sequence[str] | None) -> ModuleSpec | None:
+    """The spec of `name` as the import system would find it with `path` (a package's locations, or
+    None for a top-level module: the search directories first), without importing anything."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        if finder is PathFinder or (isinstance(finder, type) and issubclass(finder, PathFinder)):
+            # `_get_spec` is `find_spec` without wrapping a namespace package's locations in the live
+            # view that reads its parent from `sys.modules` (not imported here): a plain list instead
+            get_spec: Any = PathFinder._get_spec  # type: ignore[attr-defined]
+            spec = get_spec(name, list(path) if path is not None else sys.path)
+            if spec is not None and spec.loader is None and not spec.submodule_search_locations:
+                spec = None  # no file and no namespace portion: not found
+        else:
+            try:
+                spec = find(name, list(path) if path is not None else None)
+            except Exception:  # a finder that cannot answer for this name has not found it
+                continue
+        if isinstance(spec, ModuleSpec):
+            return spec
+    return None
+
+
+def _locations(spec: ModuleSpec) -> list[str]:
+    """A package's search locations; a namespace package's as found (its live view recomputes from the
+    parent module, which is not imported here)."""
+    raw = spec.submodule_search_locations
+    try:
+        return list(raw or [])
+    except KeyError:
+        return list(getattr(raw, "_path", []))
+
+
+def module_origins(module: str, search_dirs: Sequence[str]) -> list[str] | None:
+    """Where importing the dotted `module` would run code from (each package on the way included): the
+    origin file of each (source, `.pyc`, extension) or a namespace package's directories; `"<builtin>"`
+    for built-in and frozen modules. None when no finder finds it (the import would fail, running
+    nothing). Raises `Unclassified` for a module found with nothing to place."""
+    parts = module.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    saved = sys.path[:]
+    found: list[str] = []
+    try:
+        sys.path[:0] = [d for d in search_dirs if d not in sys.path[: len(search_dirs)]]
+        path: Sequence[str] | None = None
+        for i in range(len(parts)):
+            name = ".".join(parts[: i + 1])
+            spec = _find(name, path)
+            if spec is None:
+                return None
+            locations = _locations(spec)
+            if spec.origin in ("built-in", "frozen"):
+                found.append("<builtin>")
+            elif spec.origin and spec.has_location:
+                found.append(spec.origin)
+            elif locations:
+                found.extend(locations)  # a namespace package: code from these directories
+            else:
+                raise Unclassified(
+                    f"module {name!r} is found by {type(spec.loader).__name__ if spec.loader else 'a finder'} "
+                    "with no file or directory to tell whether it is the workspace's, installed or outside"
+                )
+            if i < len(parts) - 1:
+                if not locations:
+                    return None  # not a package: the import of its submodule fails
+                path = locations
+    finally:
+        sys.path[:] = saved
+    return found
+
+
 def code_outside(target: TargetInfo, roots: Sequence[str], confirmed: Iterable[str] = ()) -> list[str]:
-    """The factory's and the sample's source files when they lie outside `roots` (the workspace
-    folders) and the installed packages and the user has not confirmed them. What those modules
-    import in turn is theirs to choose; a module the search directories do not hold would come from
-    the installed packages."""
+    """The files and directories the factory's and the sample's modules (and the packages they are in)
+    would be imported from that lie outside `roots` (the workspace folders) and the installed packages
+    and that the user has not confirmed. What those modules import in turn is theirs to choose. Raises
+    `Unclassified` for a module found with no origin to place."""
     allowed = [*roots, *installed_dirs()]
     confirmed_real = {_real(p) for p in confirmed}
     references = [target.factory]
@@ -66,10 +161,17 @@ def code_outside(target: TargetInfo, roots: Sequence[str], confirmed: Iterable[s
         references.append(target.sample)
     out: list[str] = []
     for reference in references:
-        path = reference_file(reference, target.search_dirs)
-        if path is None:
+        parts = split_reference(reference)
+        if parts is None:
             continue
-        path = os.path.abspath(os.path.join(target.root, path))
-        if path not in out and not is_within(path, allowed) and _real(path) not in confirmed_real:
-            out.append(path)
+        where = parts[0]
+        if is_path_reference(where):
+            origins = [os.path.abspath(os.path.join(target.root, where))]
+        else:
+            origins = module_origins(where, [os.path.join(target.root, d) for d in target.search_dirs]) or []
+        for path in origins:
+            if path == "<builtin>":
+                continue
+            if path not in out and not is_within(path, allowed) and _real(path) not in confirmed_real:
+                out.append(path)
     return out
