@@ -32,6 +32,7 @@ Top-level modules:
 - `option_check`: the one type and bound check of an option (`check_option`);
 - `options_schema`: the editor settings' JSON Schema, derived from `OPTIONS`;
 - `rank_limits`: how many ranks a sample and a machine allow (`check_world_size`);
+- `safe_text`: the one rule for user-derived text on every surface (terminal, JUnit XML, JSON);
 - `sample_options`: how a structure-file sample is read (`frames`, `dtype`);
 - `environment`: every `DISTCHECK_*` variable, declared once (`SWITCHES`);
 - `cache_home`: where distcheck keeps what it remembers, and who may write there;

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from .safe_text import for_terminal
+
 __all__ = ["Printer", "one_line", "print_error", "progress_line", "rank_tag"]
 
 
@@ -26,6 +28,7 @@ class Printer:
         """Write one line (unless quiet and not `always`); characters the stream cannot encode are escaped."""
         if self.quiet and not always:
             return
+        line = for_terminal(line)  # user-derived names and messages: shown, never acted on
         try:
             self.stream.write(line + "\n")
         except UnicodeEncodeError:
@@ -87,7 +90,7 @@ def rank_tag() -> str:
 
 def print_error(err: TextIO, message: str, hint: str = "") -> None:
     """`distcheck: error: MESSAGE` and, when there is one, `  what to do: HINT` on `err`."""
-    err.write(f"distcheck: error{rank_tag()}: {message}\n")
+    err.write(f"distcheck: error{rank_tag()}: {for_terminal(message)}\n")
     if hint:
-        err.write(f"  what to do: {hint}\n")
+        err.write(f"  what to do: {for_terminal(hint)}\n")
     err.flush()

@@ -37,6 +37,7 @@ import orjson
 
 from distcheck.spec import MLIPSpec
 
+from ..safe_text import json_safe
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
 from .codec import Record, wire
 from .failures import OutputFailure, fixed_pass_message, output_failures
@@ -281,10 +282,15 @@ class TraceReport(Record):
 
     def to_json(self, *, indent: bool = False) -> str:
         """The report as strict JSON text: one line by default (fits a JSON-lines pipe), or
-        2-space-indented with a trailing newline when `indent` is True."""
-        if indent:
-            return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
-        return orjson.dumps(self.to_dict()).decode()
+        2-space-indented with a trailing newline when `indent` is True. A lone surrogate in a string
+        the user's code chose (which no UTF-8 writer takes) is written escaped (`safe_text.json_safe`)."""
+        option = orjson.OPT_INDENT_2 if indent else 0
+        data = self.to_dict()
+        try:
+            text = orjson.dumps(data, option=option).decode()
+        except TypeError:  # "str is not valid UTF-8: surrogates not allowed"
+            text = orjson.dumps(json_safe(data), option=option).decode()
+        return text + "\n" if indent else text
 
     @classmethod
     def from_json(cls, text: str | bytes | bytearray | memoryview) -> TraceReport:

@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from ..safe_text import for_xml
+
 if TYPE_CHECKING:
     from .document import TraceReport
 
@@ -105,8 +107,20 @@ def junit_xml(
     suite.extend(cases)
     out = ET.SubElement(suite, "system-out")
     out.text = report.render_text(color=False)
+    _well_formed(root)
     ET.indent(root)
     return root
+
+
+def _well_formed(root: ET.Element) -> None:
+    """Every attribute and text of `root`'s tree as XML 1.0 may hold it (`safe_text.for_xml`: what the
+    user's code named or raised may carry control characters, which no parser would read back)."""
+    for element in root.iter():
+        element.attrib.update({k: for_xml(v) for k, v in element.attrib.items()})
+        if element.text:
+            element.text = for_xml(element.text)
+        if element.tail:
+            element.tail = for_xml(element.tail)
 
 
 def write_junit(

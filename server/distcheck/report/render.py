@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import orjson
 
+from ..safe_text import for_terminal
 from .atoms import describe_index
 from .checks import receptive_line, suspicious_line
 from .parts import LayerDivergence
@@ -41,15 +41,14 @@ def render_text(report: TraceReport, color: bool = False) -> str:
 
 _ANSI = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 _VERDICT_COLOR = {"passed": "green", "failed": "red", "inconclusive": "yellow", "error": "red"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _clean(text: object, *, one_line: bool = False) -> str:
-    """`text` with control characters shown as `\\xNN` (and, if `one_line`, newlines as spaces)."""
+    """`text` as the terminal may show it (`safe_text.for_terminal`; if `one_line`, newlines as spaces)."""
     s = str(text)
     if one_line:
         s = " ".join(s.split("\n"))
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s).replace("\t", "    ")
+    return for_terminal(s).replace("\t", "    ")
 
 
 def _num(x: object) -> str:
