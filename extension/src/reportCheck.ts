@@ -150,6 +150,11 @@ export class Reader {
     return undefined;
   }
 
+  /** A whole number of either sign (a rank: -1 is the reference run's or the parent's). */
+  int(key: string, opts: { required?: boolean; nullable?: boolean } = {}): number | undefined {
+    return this.check(key, (v): v is number => typeof v === "number" && Number.isInteger(v), "a whole number", opts.required ?? false, opts.nullable ?? !opts.required);
+  }
+
   list(key: string, opts: { required?: boolean; nullable?: boolean } = {}): unknown[] | undefined {
     return this.check(key, (v): v is unknown[] => Array.isArray(v), "a list", opts.required ?? false, opts.nullable ?? !opts.required);
   }

@@ -197,7 +197,7 @@ export function isLibraryFrame(file: string): boolean {
 
 function renderError(e: Reader, a: Reader): SafeHtml {
   // rank -1 (or none): the failure is the reference run's or the parent's, not a rank's
-  const rank = e.num("rank", { nullable: true });
+  const rank = e.int("rank", { nullable: true });
   const where = rank === undefined || rank < 0 ? "reference / parent" : `rank ${fmt(rank)}`;
   const rawIndex = a.count("index");
   const index = fmt(rawIndex ?? "?");

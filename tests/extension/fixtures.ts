@@ -26,3 +26,15 @@ export const FIXTURES = [
   "receptive_fixed",
   "unknown_cause",
 ] as const;
+
+/** One report of every setup-error and worker-error kind, as the daemon gets it (`regenerate_errors.py`). */
+export const ERROR_FIXTURES = [
+  "error_missing_package",
+  "error_missing_package_factory",
+  "error_syntax",
+  "error_bad_sample",
+  "error_reference",
+  "error_timeout",
+  "error_oom",
+  "error_rank_exit",
+] as const;

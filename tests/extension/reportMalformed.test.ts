@@ -85,7 +85,8 @@ const FIELDS: Field[] = [
   { fixture: "degenerate", path: `${A}.partition_health.degenerate`, ok: (v) => v === null || v === false || isStr(v) || isList(v) },
   { fixture: "worker_error", path: `${A}.error`, ok: isRecOrNull },
   { fixture: "worker_error", path: `${A}.error.type`, ok: isStr, required: true },
-  { fixture: "worker_error", path: `${A}.error.rank`, ok: isCountOrNull },
+  // -1: the reference run's or the parent's error (what the engine writes for a failure before the ranks)
+  { fixture: "worker_error", path: `${A}.error.rank`, ok: (v) => v === null || Number.isInteger(v) },
   { fixture: "worker_error", path: `${A}.error.message`, ok: isStrOrNull },
   { fixture: "worker_error", path: `${A}.error.frames`, ok: isListOrNull },
   { fixture: "worker_error", path: `${A}.error.frames.0`, ok: isRec, required: true },
