@@ -14,6 +14,18 @@ export function message(name: string, target = name): ReportMessage {
   return { target, specUri: null, report: loadReport(name), notice: null };
 }
 
+/** One report of every setup-error and worker-error kind, as the daemon gets it (`regenerate_errors.py`). */
+export const ERROR_FIXTURES = [
+  "error_missing_package",
+  "error_missing_package_factory",
+  "error_syntax",
+  "error_bad_sample",
+  "error_reference",
+  "error_timeout",
+  "error_oom",
+  "error_rank_exit",
+] as const;
+
 export const FIXTURES = [
   "helper_model_failed",
   "helper_model_autofix",
@@ -25,16 +37,5 @@ export const FIXTURES = [
   "suspicious",
   "receptive_fixed",
   "unknown_cause",
-] as const;
-
-/** One report of every setup-error and worker-error kind, as the daemon gets it (`regenerate_errors.py`). */
-export const ERROR_FIXTURES = [
-  "error_missing_package",
-  "error_missing_package_factory",
-  "error_syntax",
-  "error_bad_sample",
-  "error_reference",
-  "error_timeout",
-  "error_oom",
-  "error_rank_exit",
+  ...ERROR_FIXTURES,
 ] as const;
