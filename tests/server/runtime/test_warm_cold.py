@@ -8,11 +8,12 @@ fix), models that patch torch when imported (a wrapped `Tensor.index_add_`, a gl
 model that reads an environment variable the caller changes between two of its validations, and three
 models whose setting changes on disk between validations, each in another kind of file: a config file
 the factory opens, a helper module of the user's own, and a submodule of a package installed under a
-`site-packages` directory. The setting is a far hop's weight (0: as declared; 1e-7: one layer deeper,
-under-declared, a wider halo), which no rounding of the outputs shows. Each model runs twice in the
-warm process (the second time with what the first left: spares, learned packages, the remembered
-first spec and receptive field), and the torch-patching ones run before the correct ones so that
-anything they left behind would show.
+`site-packages` directory (the setting is a far hop's weight, 0: as declared; 1e-7: one layer deeper,
+under-declared, a wider halo, which no rounding of the outputs shows), and a slice of the accuracy
+scoreboard (routed and buggy twins, a TorchScript fix, an unroutable op, ranks that disagree). Each
+model runs twice in the warm process (the second time with what the first left: spares, learned
+packages, the remembered first spec and receptive field), and the torch-patching ones run before the
+correct ones so that anything they left behind would show.
 """
 
 from __future__ import annotations
@@ -81,7 +82,34 @@ EDITED: list[Entry] = [
         {"site-packages/hop_pkg/weights.py": f"WEIGHT = {WEAK}\n"},
     ),
 ]
-CORPUS = PLAIN + ENVIRONMENT + EDITED
+ACCURACY: list[Entry] = [  # from the accuracy scoreboard (bench/accuracy.py): its spec is the module's SPEC
+    ("acc_mask_loop", "examples.accuracy.mask_loop:model_factory", "examples.accuracy.mask_loop:sample_batch", {}, {}),
+    (
+        "acc_mask_loop_buggy",
+        "examples.accuracy.mask_loop:buggy_model_factory",
+        "examples.accuracy.mask_loop:sample_batch",
+        {},
+        {},
+    ),
+    (
+        "acc_scripted_local",
+        "examples.accuracy.scripted_local:model_factory",
+        "examples.accuracy.scripted_local:sample_batch",
+        {},
+        {},
+    ),
+    (
+        "acc_named_only",
+        "examples.accuracy.named_only:model_factory",
+        "examples.accuracy.named_only:sample_batch",
+        {},
+        {},
+    ),
+    ("acc_rank_constant", "rank_split.py:factory_rank_constant", "rank_split.py:sample_batch", {}, {}),
+]
+SPECS = {name: factory.partition(":")[0] + ":SPEC" for name, factory, *_ in ACCURACY if factory.startswith("examples.")}
+"""The spec each accuracy entry is validated under (as the scoreboard does); the others: their wrapper's."""
+CORPUS = PLAIN + ENVIRONMENT + EDITED + ACCURACY
 
 MODELS = {
     "config_model.py": """
@@ -127,7 +155,7 @@ sys.path[:0] = [corpus, {root!r}]
 from distcheck import validate_on_cpu
 from distcheck.runtime import load_object
 
-for name, factory, sample, env, files, repeats in json.loads(sys.argv[1]):
+for name, factory, sample, env, files, spec, repeats in json.loads(sys.argv[1]):
     for path, text in files.items():
         with open(os.path.join(corpus, path), "w") as fh:
             fh.write(text)
@@ -135,7 +163,8 @@ for name, factory, sample, env, files, repeats in json.loads(sys.argv[1]):
         saved = {{k: os.environ.get(k) for k in env}}
         os.environ.update(env)
         try:
-            report = validate_on_cpu(factory, load_object(sample)(), max_fix_attempts=4)
+            given = load_object(spec) if spec else None
+            report = validate_on_cpu(factory, load_object(sample)(), spec=given, max_fix_attempts=4)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -151,6 +180,7 @@ def make_corpus(where: Path) -> Path:
     for name in ("pair.py", "double_index_add.py", "scaling_hook.py"):
         shutil.copy(PATCHES / name, where / name)
     shutil.copy(CONTEXT, where / CONTEXT.name)
+    shutil.copy(ROOT / "tests/server/validate/accuracy_models/rank_split.py", where / "rank_split.py")
     shutil.copy(FAR_HOP, where / "far_hop_base.py")
     for path, text in MODELS.items():
         (where / path).parent.mkdir(parents=True, exist_ok=True)
@@ -188,7 +218,8 @@ def _run(corpus: Path, entries: list[tuple[Any, ...]], switches: dict[str, str],
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISTCHECK_")}
     env.update(switches, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join([str(SERVER), str(ROOT)]))
     wire = [
-        [name, _absolute(corpus, f), _absolute(corpus, smp), env_, files, n] for name, f, smp, env_, files, n in entries
+        [name, _absolute(corpus, f), _absolute(corpus, smp), env_, files, SPECS.get(name), n]
+        for name, f, smp, env_, files, n in entries
     ]
     code = textwrap.dedent(SCRIPT.format(corpus=str(corpus), root=str(ROOT)))
     done = subprocess.run(
@@ -285,8 +316,9 @@ async def test_the_daemon_gives_every_model_the_verdict_of_a_fresh_one(
     cold: dict[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same corpus through the editor's daemon (its runner and standby, spares, resident ranks, the
-    first attempt run ahead), each target twice, files edited on disk between targets as a user saves
-    them. The environment entries are left out: a daemon's environment is the one it started with."""
+        first attempt run ahead), each target twice, files edited on disk between targets as a user saves
+        them. The environment entries are left out (a daemon's environment is the one it started with), and so
+    are the accuracy entries (their spec is a module's attribute, which a pyproject target cannot name)."""
     lsp_session = _harness().lsp_session
 
     entries = PLAIN + EDITED
