@@ -8,7 +8,7 @@ EXTRAS_STAMP := $(VENV)/.distcheck-extras-installed
 # CI and laptops get the CPU wheel of torch; users with GPUs bring their own torch (it is kept).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test lint typecheck pytest demo bench clean
+.PHONY: install test test-fast pytest-fast lint typecheck pytest demo bench clean
 
 install: $(STAMP)
 
@@ -32,6 +32,13 @@ pytest: $(STAMP) $(EXTRAS_STAMP)
 	$(PY) -m pytest
 
 test: lint typecheck pytest test-extension test-e2e
+
+# the fast tier (under 5 minutes on two cores): lint, types, TS unit tests and the Python tests that start no process
+test-fast: lint typecheck pytest-fast test-extension
+
+# the Python tests not marked gpu or procs; DISTCHECK_TEST_TIER=fast fails any that starts a process (docs/testing.md)
+pytest-fast: $(STAMP) $(EXTRAS_STAMP)
+	DISTCHECK_TEST_TIER=fast $(PY) -m pytest -m "not gpu and not procs" -p no:cacheprovider
 
 demo: $(STAMP)
 	$(PY) -m examples.demo

@@ -69,6 +69,7 @@ def test_importing_torch_ahead_leaves_a_missing_torch_to_the_target_s_load(monke
     bytecode.import_torch()  # says nothing: loading the target reports the missing torch with its advice
 
 
+@pytest.mark.procs
 def test_the_cli_prints_the_notice_after_a_local_validation(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

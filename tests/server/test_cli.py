@@ -40,6 +40,7 @@ def _run_module(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.
     )
 
 
+@pytest.mark.procs
 def test_factory_path_passes_and_writes_a_json_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,6 +64,7 @@ def test_factory_path_passes_and_writes_a_json_report(
     assert sys.path == path_before, "main() must leave sys.path as it found it"
 
 
+@pytest.mark.procs
 def test_named_target_from_the_examples_config_as_a_subprocess(tmp_path: Path) -> None:
     """helper_model: python_path from the config makes `examples` importable, watched_helper_packages
     lets auto-fix declare the adapter. Only the fixed spec passes: not a pass (exit 4), the fix and the
@@ -89,6 +91,7 @@ def test_named_target_from_the_examples_config_as_a_subprocess(tmp_path: Path) -
     assert failure.get("type") == "fixed-pass" and failure.get("message") == report.fix_failure
 
 
+@pytest.mark.procs
 def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec_path = tmp_path / "wrong.distspec.json"
     MLIPSpec.from_dict(unaware_model.WRONG_SPEC).save(spec_path)
@@ -114,6 +117,7 @@ def test_failing_validation_exits_1_with_junit_failures(tmp_path: Path, capsys: 
     assert failed is not None and failed.text == "rank 1 has no remote atoms"
 
 
+@pytest.mark.procs
 def test_structure_file_sample_and_save_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,6 +135,7 @@ def test_structure_file_sample_and_save_spec(
     assert spec.output_kinds == {"energy": "per_graph", "forces": "per_node"}
 
 
+@pytest.mark.procs
 def test_bad_target_as_a_subprocess_exits_2_without_traceback(tmp_path: Path) -> None:
     proc = _run_module(["validate", "no_such_package.models:model_factory"], tmp_path)
     assert proc.returncode == cli.EXIT_ERROR
@@ -145,6 +150,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

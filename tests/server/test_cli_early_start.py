@@ -79,6 +79,7 @@ def test_auto_with_a_cpu_build_of_torch_starts_spares_on_the_cpu(
     assert started == [("pool",), ("spares", "cpu", 3, FACTORY)]
 
 
+@pytest.mark.procs
 def test_the_torch_build_is_read_without_importing_torch() -> None:
     code = (
         "import sys; from distcheck.processes.spares import learned; "
@@ -121,6 +122,7 @@ from examples.pair_potential import model_factory, sample_batch
 """
 
 
+@pytest.mark.procs
 def test_the_cli_has_started_the_pool_and_spares_when_it_imports_the_factory(tmp_path: Path) -> None:
     (tmp_path / "early_model.py").write_text(EARLY_MODEL)
     seen = tmp_path / "seen.json"
@@ -144,6 +146,7 @@ def test_the_cli_has_started_the_pool_and_spares_when_it_imports_the_factory(tmp
     assert json.loads(seen.read_text()) == {"pool": True, "wanted": {"cpu": 3}}
 
 
+@pytest.mark.procs
 def test_spares_a_failed_load_left_are_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,6 +161,7 @@ def test_spares_a_failed_load_left_are_dropped(
     assert report["wanted"] == {} and report["devices"] == {}, report
 
 
+@pytest.mark.procs
 def test_the_cli_reaches_the_early_start_without_importing_torch(tmp_path: Path) -> None:
     """Everything `_cmd_validate` does before it starts the pool (the launcher check among it) leaves
     torch unimported, so the forkserver's torch import overlaps the CLI's own."""

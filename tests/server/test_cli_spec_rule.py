@@ -40,6 +40,7 @@ def _spec_file(path: Path, spec: dict[str, object]) -> Path:
     return path
 
 
+@pytest.mark.procs
 def test_the_spec_beside_the_model_is_read_and_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,7 @@ def _standalone(args: list[str], cwd: Path = ROOT) -> tuple[int, str, str]:
     return _finish(_torchrun(["--standalone", "--nproc-per-node=2"], args, cwd))
 
 
+@pytest.mark.procs
 def test_one_node_two_ranks_finds_the_undeclared_helper_and_fixes_it(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     code, out, err = _standalone(["helper_model", "--json", str(report_path)], cwd=EXAMPLES)
@@ -83,6 +84,7 @@ def test_one_node_two_ranks_finds_the_undeclared_helper_and_fixes_it(tmp_path: P
     assert [h.attr_name for h in report.spec.distribution.third_party_helpers] == ["mol_sum"]
 
 
+@pytest.mark.procs
 def test_seeded_bug_is_found_and_fixed_across_ranks(tmp_path: Path) -> None:
     spec_path, report_path = tmp_path / "wrong.distspec.json", tmp_path / "report.json"
     MLIPSpec.from_dict(unaware_model.WRONG_SPEC).save(spec_path)
@@ -95,6 +97,7 @@ def test_seeded_bug_is_found_and_fixed_across_ranks(tmp_path: Path) -> None:
     assert report.verdict == "passed" and report.spec.distribution.policy.scatter_mode != "halo_correction"
 
 
+@pytest.mark.procs
 def test_two_nodes_on_one_host_with_a_static_rendezvous(tmp_path: Path) -> None:
     port = _free_port()
     nodes = []
@@ -111,6 +114,7 @@ def test_two_nodes_on_one_host_with_a_static_rendezvous(tmp_path: Path) -> None:
     assert len(report.attempts[0].partition_health.per_rank) == 2
 
 
+@pytest.mark.procs
 def test_factory_failing_on_one_rank_is_reported_by_rank_0_without_waiting(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     args = [f"{FAULTS}:factory_raises_on_rank1", "--sample", f"{FAULTS}:sample", "--timeout", "60"]
@@ -126,6 +130,7 @@ def test_factory_failing_on_one_rank_is_reported_by_rank_0_without_waiting(tmp_p
     assert elapsed < 60, "a setup failure must not wait for the collective timeout"
 
 
+@pytest.mark.procs
 def test_forward_failure_names_the_rank_that_failed_not_the_one_left_waiting(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     args = [f"{FAULTS}:factory_raise_in_forward", "--sample", f"{FAULTS}:sample", "--timeout", "5"]
@@ -138,6 +143,7 @@ def test_forward_failure_names_the_rank_that_failed_not_the_one_left_waiting(tmp
     assert out.startswith("ERROR")
 
 
+@pytest.mark.procs
 def test_what_the_model_prints_stays_out_of_the_report() -> None:
     code, out, err = _standalone([f"{FAULTS}:factory_prints", "--sample", f"{FAULTS}:sample"])
     assert code == 0, out + err

@@ -212,6 +212,7 @@ def _lambda_refused(code: int, err: str) -> None:
     assert "reference run" not in err, "refused before anything starts"
 
 
+@pytest.mark.procs
 def test_lambda_factory_by_file_reference_is_refused(
     lambda_module: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -219,6 +220,7 @@ def test_lambda_factory_by_file_reference_is_refused(
     _lambda_refused(*_main(capsys, f"{lambda_module}:model_factory")[::2])
 
 
+@pytest.mark.procs
 def test_lambda_factory_of_a_py_target_is_refused(
     lambda_module: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,6 +228,7 @@ def test_lambda_factory_of_a_py_target_is_refused(
     _lambda_refused(*_main(capsys, str(lambda_module))[::2])  # a .py file: its model_factory
 
 
+@pytest.mark.procs
 def test_lambda_factory_by_module_reference_is_refused(
     lambda_module: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -261,6 +264,7 @@ def strict_module(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(
     ("factory", "sample", "dtype", "code", "where"),
     [
@@ -395,6 +399,7 @@ def test_frames_rejects_bools_and_floats() -> None:
             parse_frames(value)
 
 
+@pytest.mark.procs
 def test_frames_on_the_command_line_validate_each_frame_as_a_system(
     trajectory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -411,6 +416,7 @@ def test_frames_on_the_command_line_validate_each_frame_as_a_system(
     assert report.attempts[0].verdicts["energy"].n_total == 3, "one energy per frame"
 
 
+@pytest.mark.procs
 def test_frames_need_a_structure_file_sample(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -451,6 +457,7 @@ def test_frames_and_dtype_in_a_pyproject_target(trajectory: Path, tmp_path: Path
     assert info.value.line == 4
 
 
+@pytest.mark.procs
 def test_frames_from_a_pyproject_target_as_a_subprocess(trajectory: Path, tmp_path: Path) -> None:
     config = _config(tmp_path, trajectory, 'frames = "::2"\n')
     report_path = tmp_path / "report.json"
@@ -481,6 +488,7 @@ def test_frames_from_a_pyproject_target_as_a_subprocess(trajectory: Path, tmp_pa
     assert sample["frame_indices"] == [0, 2] and sample["frames"] == "::2"
 
 
+@pytest.mark.procs
 def test_the_editor_runner_takes_frames_and_dtype_from_the_pyproject(trajectory: Path, tmp_path: Path) -> None:
     """The daemon passes a target's frames / dtype to the runner, which reads the sample as the CLI does
     and adds the same dtype hint."""

@@ -58,6 +58,7 @@ def test_the_documentation_is_the_records() -> None:
     )
 
 
+@pytest.mark.procs
 def test_python_m_prints_the_documentation_without_torch() -> None:
     code = "import runpy, sys; runpy.run_module('distcheck.environment', run_name='__main__'); "
     code += "sys.stderr.write('torch' if 'torch' in sys.modules else '')"
@@ -84,6 +85,7 @@ def _server_files() -> Iterator[Path]:
             yield path
 
 
+@pytest.mark.procs
 def test_every_distcheck_name_in_server_and_docs_is_recorded() -> None:
     """A variable added anywhere in server/ (or named in the README or docs) without a `Switch` fails here."""
     recorded = {s.name for s in SWITCHES}

@@ -13,6 +13,8 @@ import pytest
 import distcheck
 from distcheck import importguard
 
+pytestmark = pytest.mark.procs
+
 ROOT = Path(__file__).resolve().parents[2]
 # Modules the CLI, multiprocessing's `python -c` helpers, the ranks and torch import at start-up or lazily.
 SHADOWED = ("json", "torch", "distcheck", "signal", "selectors", "socket", "multiprocessing", "numpy", "pickle")

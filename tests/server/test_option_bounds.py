@@ -255,6 +255,7 @@ CLI_FLAGS: list[tuple[list[str], str]] = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(("flags", "expected"), CLI_FLAGS, ids=[" ".join(f) for f, _ in CLI_FLAGS])
 def test_cli_flags_exit_2_before_any_process(
     flags: list[str],
@@ -272,6 +273,7 @@ def test_cli_flags_exit_2_before_any_process(
     assert no_processes == []
 
 
+@pytest.mark.procs
 def test_cli_allow_oversubscribe_flag(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, no_processes: list[str]
 ) -> None:
@@ -285,6 +287,7 @@ def test_cli_allow_oversubscribe_flag(
     assert no_processes == ["run_reference"]  # past every check: the reference run was next
 
 
+@pytest.mark.procs
 def test_cli_subprocess_refuses_1000_ranks_fast(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(distcheck.__file__).parents[1]), str(ROOT)]))
     t0 = time.perf_counter()
@@ -375,6 +378,7 @@ def test_cli_with_a_bad_pyproject_exits_2(
     assert no_processes == []
 
 
+@pytest.mark.procs
 def test_pyproject_world_size_above_the_atoms_is_refused_at_validation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], no_processes: list[str]
 ) -> None:
@@ -471,6 +475,7 @@ def test_deadline_round_trips_and_is_typed() -> None:
         TraceReport.from_dict(bad)
 
 
+@pytest.mark.procs
 def test_deadline_between_attempts_keeps_the_best_attempt() -> None:
     deadline = 20.0
     t_call = time.perf_counter()
@@ -499,6 +504,7 @@ def test_deadline_between_attempts_keeps_the_best_attempt() -> None:
     _assert_no_ranks_left()
 
 
+@pytest.mark.procs
 def test_deadline_cuts_a_hanging_attempt() -> None:
     t0 = time.perf_counter()
     report = validate_on_cpu(
@@ -513,6 +519,7 @@ def test_deadline_cuts_a_hanging_attempt() -> None:
     _assert_no_ranks_left()
 
 
+@pytest.mark.procs
 def test_cli_deadline_cuts_the_reference_and_writes_the_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

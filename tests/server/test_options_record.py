@@ -302,6 +302,7 @@ def test_compare_outputs_applies_each_outputs_tolerance() -> None:
     assert passed(1e-5, with_default({"energy": 0.1}, 0.0)) == {"energy": True, "forces": False, "charges": False}
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(180)
 def test_a_per_output_tolerance_changes_the_verdict_end_to_end(tmp_path: Path) -> None:
     """The same validation passes with the default tolerances and fails when only the energy's are 0
@@ -325,6 +326,7 @@ def test_a_per_output_tolerance_changes_the_verdict_end_to_end(tmp_path: Path) -
         validate_on_cpu(pair_potential.model_factory, batch, atol={"energie": 0.0}, **common)
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(180)
 def test_cli_per_output_tolerance_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)

@@ -560,6 +560,7 @@ def test_render_text_without_attempts_or_tolerances() -> None:
 # -- import hygiene ---------------------------------------------------------------------------------
 
 
+@pytest.mark.procs
 def test_import_does_not_import_torch() -> None:
     env = dict(os.environ)
     here = os.path.dirname(os.path.abspath(__file__))

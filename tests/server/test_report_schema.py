@@ -93,6 +93,7 @@ def test_checked_in_typescript_types_are_the_generated_ones() -> None:
     )
 
 
+@pytest.mark.procs
 def test_the_command_writes_both_files(tmp_path: Path) -> None:
     schema, ts = tmp_path / "out" / "report.schema.json", tmp_path / "reportSchema.ts"
     cmd = [sys.executable, "-m", "distcheck.report", "--write-schema", str(schema), "--write-ts", str(ts)]

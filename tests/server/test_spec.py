@@ -1068,6 +1068,7 @@ def test_write_schema_output_format(tmp_path: Path) -> None:
     assert SCHEMA_FILE.read_text() == text, "run `python -m distcheck.spec --write-schema ...` to refresh"
 
 
+@pytest.mark.procs
 def test_module_cli_writes_the_schema(tmp_path: Path) -> None:
     target = tmp_path / "out.schema.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
@@ -1082,6 +1083,7 @@ def test_module_cli_writes_the_schema(tmp_path: Path) -> None:
     assert orjson.loads(target.read_bytes()) == json_schema()
 
 
+@pytest.mark.procs
 def test_module_cli_validates_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(BROKEN)

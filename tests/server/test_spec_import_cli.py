@@ -187,6 +187,7 @@ def test_python_m_refuses_import_options_out_of_place(argv: list[str], capsys: p
     assert "--import" in capsys.readouterr().err
 
 
+@pytest.mark.procs
 def test_the_installed_command_imports_without_torch(tmp_path: Path) -> None:
     target = tmp_path / "out.json"
     code = (

@@ -14,6 +14,8 @@ import torch
 from distcheck import run_distributed
 from distcheck.spec import import_anchor_spec
 
+pytestmark = pytest.mark.procs
+
 FIXTURES = Path(__file__).parent / "fixtures" / "anchor_specs"
 
 

@@ -140,6 +140,7 @@ def test_importers_use_only_the_stated_api() -> None:
     assert not wrong, "import these from the package's __all__ (or add them to it): " + ", ".join(wrong)
 
 
+@pytest.mark.procs
 def test_the_package_imports_no_torch() -> None:
     code = (
         "import sys, importlib, pkgutil, distcheck.spec as s\n"
@@ -305,6 +306,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("shape", ["parent-is-a-file", "target-is-a-directory", "parent-cannot-be-made"])
 def test_schema_that_cannot_be_written_says_what_to_do(tmp_path: Path, shape: str) -> None:
     blocker = tmp_path / "plain"
@@ -322,6 +324,7 @@ def test_schema_that_cannot_be_written_says_what_to_do(tmp_path: Path, shape: st
     assert blocker.read_text() == "x"
 
 
+@pytest.mark.procs
 def test_a_schema_failure_still_validates_the_files(tmp_path: Path) -> None:
     good = tmp_path / "good.distspec.json"
     good.write_text(distcheck.spec.MLIPSpec().to_json())

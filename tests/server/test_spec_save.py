@@ -533,6 +533,7 @@ def test_beside_path_names(name: str, expected: str) -> None:
 PAIR = "examples.pair_potential:model_factory"
 
 
+@pytest.mark.procs
 def test_cli_save_spec_over_the_spec_it_read_edits_it_minimally(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -552,6 +553,7 @@ def test_cli_save_spec_over_the_spec_it_read_edits_it_minimally(
     assert _read(path) == text.replace('"per_graph"}', '"per_graph", "forces": "per_node"}')
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("change", ["content", "deleted", "directory"])
 def test_cli_save_spec_keeps_a_file_changed_during_the_run(
     change: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -598,6 +600,7 @@ sample_batch = pair_potential.sample_batch
 '''
 
 
+@pytest.mark.procs
 def test_cli_subprocess_save_spec_race_keeps_the_users_edit(tmp_path: Path) -> None:
     """`python -m distcheck validate --spec X --save-spec X` whose model writes X while the validation
     runs (as an editor saving the file would): X ends with exactly the user's bytes, the validated spec

@@ -15,6 +15,8 @@ from distcheck import DistributedError, RankTimeout, run_distributed
 from distcheck.runtime import load_object
 from distcheck.validate.errors import translate
 
+pytestmark = pytest.mark.procs
+
 SPEC = {"format": "distcheck-spec", "version": 1}
 
 

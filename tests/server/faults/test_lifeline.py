@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import Faults
 from distcheck.processes import lifeline, run_dirs
 from distcheck.runtime import beacon
@@ -42,6 +44,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.procs
 def test_kill_tree_reaches_other_groups_and_sessions(faults: Faults, tmp_path: Path) -> None:
     out = tmp_path / "pids"
     proc = faults.start([sys.executable, "-c", SPAWNER, str(out)])
@@ -161,6 +164,7 @@ lifeline._forkserver_owner_gone(signal.SIGUSR1, None)
 """
 
 
+@pytest.mark.procs
 def test_a_stop_signal_during_the_forkserver_cleanup_does_not_run_it_again() -> None:
     """A second owner-gone or stop signal delivered while the forkserver cleans up returns at once (run
     again from inside the first, the cleanup waited forever on tempfile's lock, and the orphaned
@@ -194,6 +198,7 @@ print(len(sweeps), flush=True)
 """
 
 
+@pytest.mark.procs
 def test_an_owner_gone_signal_during_the_exit_cleanup_does_not_run_it_again() -> None:
     """An owner that closes its forkserver's pipe and then dies: the forkserver's exit handler cleans
     up, and the owner's death signal arrives meanwhile. The handler returns at once (run again from
@@ -228,6 +233,7 @@ print(json.dumps(masks))
 """
 
 
+@pytest.mark.procs
 def test_helpers_start_with_the_stop_signals_blocked() -> None:
     """The resource tracker and the forkserver are both exec'd with SIGINT, SIGTERM and SIGHUP blocked,
     so a Ctrl-C to the terminal's process group while they import cannot kill them with a traceback

@@ -19,6 +19,8 @@ from conftest import Faults, model
 from distcheck import DistributedError, run_distributed
 from distcheck.runtime import load_object
 
+pytestmark = pytest.mark.procs
+
 
 def _gone(pid: int, wait: float = 0.0) -> bool:
     """Whether process `pid` is gone (or a zombie), waiting up to `wait` seconds for it."""

@@ -17,6 +17,8 @@ from test_no_survivors import _gone
 
 from conftest import MODELS, Faults, model
 
+pytestmark = pytest.mark.procs
+
 KEEP_WARM = """
 import os, sys, time
 from distcheck.processes import lifeline, spares

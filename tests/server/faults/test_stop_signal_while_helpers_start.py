@@ -93,6 +93,7 @@ def test_nothing_is_raised_when_no_signal_came(raising_handlers: list[int]) -> N
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
+@pytest.mark.procs
 def test_a_helper_started_in_the_body_has_ctrl_c_blocked() -> None:
     """The helper (exec'd like multiprocessing's) keeps the mask until it ignores SIGINT itself, so a
     Ctrl-C to the terminal's process group does not kill it while it imports."""

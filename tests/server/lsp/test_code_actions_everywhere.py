@@ -23,7 +23,7 @@ from examples import helper_model
 
 from .harness import Session, apply_workspace_edit, copy_examples, lsp_session, uri
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.procs]
 
 HELPER = "examples.thirdparty.nbops.mol_sum"
 

@@ -82,6 +82,7 @@ REFUSED: list[tuple[tuple[Any, ...], str]] = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.asyncio
 @pytest.mark.timeout(90)
 async def test_bad_command_arguments_are_clear_errors_and_start_nothing(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from distcheck.lsp.diagnostics_place import full_text
 
 from .harness import ROOT, Session, copy_examples, lsp_session, plain, uri
 
-pytestmark = [pytest.mark.asyncio]
+pytestmark = [pytest.mark.asyncio, pytest.mark.procs]
 
 BAD_SPEC = """{
   "format": "distcheck-spec",

@@ -57,6 +57,7 @@ REFUSED: list[tuple[str, tuple[Any, ...], str]] = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.asyncio
 @pytest.mark.timeout(90)
 async def test_refused_requests_are_warnings_without_traceback(

@@ -23,6 +23,8 @@ from distcheck.spec import HelperAdapter, MLIPSpec, validate_json
 
 from .harness import ROOT, apply_workspace_edit, copy_examples, lsp_session, plain, uri
 
+pytestmark = pytest.mark.procs
+
 MODELS = ROOT / "tests" / "server" / "validate" / "method_kind_models.py"
 MODULE = "examples.thirdparty.methods"
 ATTR = "Calculator.energy"

@@ -11,7 +11,7 @@ from pygls.exceptions import JsonRpcException
 
 from .harness import copy_examples, lsp_session
 
-pytestmark = [pytest.mark.asyncio]
+pytestmark = [pytest.mark.asyncio, pytest.mark.procs]
 
 BAD = {"atol": -1, "timeoutSec": 0, "deadlineSec": -5, "worldSize": 0, "helperSampleEvery": 0}
 EXPECTED = {

@@ -15,7 +15,7 @@ from pygls.exceptions import JsonRpcException
 
 from .harness import Session, add_slow_target, copy_examples, lsp_session
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.procs]
 
 
 def _tree(pid: int) -> dict[int, float]:

@@ -16,7 +16,7 @@ import pytest
 
 from .harness import copy_examples, lsp_session
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.procs]
 
 MODELS = Path(__file__).resolve().parents[1] / "validate" / "torch_patch_models"
 

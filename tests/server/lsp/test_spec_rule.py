@@ -23,7 +23,7 @@ from examples import helper_model
 
 from .harness import ROOT, Session, apply_workspace_edit, copy_examples, lsp_session, plain, uri
 
-pytestmark = [pytest.mark.asyncio]
+pytestmark = [pytest.mark.asyncio, pytest.mark.procs]
 
 MODULE_TARGET = """
 [[tool.distcheck.targets]]

@@ -268,6 +268,7 @@ def _exit_within(d: RawDaemon, seconds: float) -> tuple[int, float]:
     return code, time.monotonic() - t0
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("shape", sorted(BROKEN))
 def test_daemon_answers_after_a_badly_framed_message(daemon: RawDaemon, shape: str) -> None:
@@ -283,6 +284,7 @@ def test_daemon_answers_after_a_badly_framed_message(daemon: RawDaemon, shape: s
     assert "resynchronised on the next Content-Length header" in daemon.stderr()
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("message", "code"),
@@ -301,6 +303,7 @@ def test_daemon_answers_an_invalid_request_with_an_error(daemon: RawDaemon, mess
     assert not [m for m in daemon.messages if m.get("method") == "window/showMessage"]
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(60)
 def test_daemon_exits_1_on_a_stream_that_is_not_lsp(daemon: RawDaemon) -> None:
     daemon.initialize()
@@ -314,6 +317,7 @@ def test_daemon_exits_1_on_a_stream_that_is_not_lsp(daemon: RawDaemon) -> None:
     assert "without one well-framed LSP message" in err and "restarts the server" in err
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("ending", "expected"),
@@ -361,6 +365,7 @@ def _alive(procs: dict[int, float]) -> list[int]:
     return alive
 
 
+@pytest.mark.procs
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("ending", ["eof", "sigterm"])

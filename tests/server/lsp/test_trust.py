@@ -14,7 +14,7 @@ from pygls.exceptions import JsonRpcException
 
 from .harness import copy_examples, lsp_session
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.procs]
 
 # Names a workspace might hold that distcheck's processes import at some point (at start-up, lazily
 # later, or in the forkserver's `python -c`): each writes a marker if it is ever imported.

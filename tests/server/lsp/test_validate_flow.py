@@ -20,7 +20,7 @@ from examples import helper_model
 
 from .harness import Session, apply_workspace_edit, copy_examples, get_field, lsp_session, plain, uri
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.procs]
 
 
 def _codes(diags: list[types.Diagnostic] | None) -> list[str]:

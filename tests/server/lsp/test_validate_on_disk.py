@@ -34,6 +34,7 @@ def _spec_text(spec: dict[str, object]) -> str:
     return json.dumps(MLIPSpec.from_dict(spec).to_dict(), indent=4) + "\n"
 
 
+@pytest.mark.procs
 @pytest.mark.asyncio
 @pytest.mark.timeout(60)
 async def test_a_broken_spec_on_disk_is_refused_even_when_the_buffer_is_fine(tmp_path: Path) -> None:
@@ -51,6 +52,7 @@ async def test_a_broken_spec_on_disk_is_refused_even_when_the_buffer_is_fine(tmp
             assert "on disk" in message and "save the file" in message, message
 
 
+@pytest.mark.procs
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timeout(240)

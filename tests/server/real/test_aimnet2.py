@@ -67,6 +67,7 @@ def test_mol_sum_is_called_seven_times_and_forces_are_the_energy_gradient(monkey
     assert abs(numeric - float(out["forces"][atom, axis].detach())) < 1e-6 * max(1.0, abs(numeric))
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_mol_sum_is_flagged_then_adapted(world_size: int, tmp_path: Path) -> None:
     report = validate(aimnet2, world_size)
@@ -102,6 +103,7 @@ def _correct_spec(**policy: Any) -> dict[str, Any]:
     return spec
 
 
+@pytest.mark.procs
 def test_seeded_bug_halo_correction_is_switched_to_local(tmp_path: Path) -> None:
     """With the adapter but `halo_correction`, halo rows are never refreshed: auto-fix goes `local`."""
     report = validate(aimnet2, 2, spec=_correct_spec(scatter_mode="halo_correction"))
@@ -114,6 +116,7 @@ def test_seeded_bug_halo_correction_is_switched_to_local(tmp_path: Path) -> None
     round_trip(report, aimnet2, 2, tmp_path)
 
 
+@pytest.mark.procs
 def test_seeded_bug_shallow_local_halo_is_widened() -> None:
     """`local` with a one-cutoff halo misses the 2nd and 3rd shells: widened to 3 x 4 Å + 0.5 Å."""
     report = validate(aimnet2, 4, spec=_correct_spec(halo_width=4.5))
@@ -125,6 +128,7 @@ def test_seeded_bug_shallow_local_halo_is_widened() -> None:
     assert report.spec.distribution.policy.halo_width == pytest.approx(12.5)
 
 
+@pytest.mark.procs
 def test_two_molecules_per_batch() -> None:
     """Per-molecule sums of two systems (charges +1 and -1): every rank holds a slab of each."""
     report = validate_on_cpu(aimnet2.model_factory, aimnet2.sample_batch_multi(), world_size=4, atol=1e-8, rtol=1e-6)

@@ -16,6 +16,8 @@ from conftest import flagged, round_trip, same_spec, validate
 from examples.real import mace_model
 from examples.real.common import sample_problems
 
+pytestmark = pytest.mark.procs
+
 KINDS = {"energy": "per_graph", "forces": "per_node", "stress": "per_graph"}
 
 

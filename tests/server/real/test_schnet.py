@@ -45,6 +45,7 @@ def test_interaction_graph_outside_a_bound_batch_says_so() -> None:
         graph(torch.zeros(2, 3, dtype=torch.float64), torch.zeros(2, dtype=torch.long))
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_passes_with_the_inferred_spec(world_size: int, tmp_path: Path) -> None:
     report = validate(schnet, world_size)
@@ -64,6 +65,7 @@ def test_passes_with_the_inferred_spec(world_size: int, tmp_path: Path) -> None:
     round_trip(report, schnet, world_size, tmp_path)
 
 
+@pytest.mark.procs
 def test_seeded_bug_system_reductions_off() -> None:
     spec = copy.deepcopy(schnet.SPEC)
     spec["system_reductions"] = False
@@ -74,6 +76,7 @@ def test_seeded_bug_system_reductions_off() -> None:
     assert report.spec.system_reductions is True
 
 
+@pytest.mark.procs
 def test_seeded_bug_shallow_local_halo_is_widened(tmp_path: Path) -> None:
     spec = copy.deepcopy(schnet.SPEC)
     spec["distribution"]["policy"].update(scatter_mode="local", halo_width=5.5)
@@ -85,6 +88,7 @@ def test_seeded_bug_shallow_local_halo_is_widened(tmp_path: Path) -> None:
     round_trip(report, schnet, 4, tmp_path)
 
 
+@pytest.mark.procs
 def test_two_systems_per_batch() -> None:
     report = validate_on_cpu(schnet.model_factory, schnet.sample_batch_multi(), world_size=4, atol=1e-8, rtol=1e-6)
     assert report.ok, report.next_action

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import WARM_MODULE, WARM_POOL
 
+pytestmark = pytest.mark.procs
+
 
 def test_the_warm_preload_does_not_leak_into_the_session_environment() -> None:
     if not WARM_POOL:

@@ -19,6 +19,8 @@ import pytest
 
 from distcheck.processes import bytecode_cache
 
+pytestmark = pytest.mark.procs
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -171,6 +171,7 @@ SCENARIOS: dict[str, tuple[Arrange, Arrange, tuple[str, str]]] = {
 }
 
 
+@pytest.mark.procs
 @pytest.mark.slow
 @pytest.mark.parametrize("lifecycle", sorted(LIFECYCLES), indirect=True)
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -219,6 +220,7 @@ def clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISTCHECK_SPARES", raising=False)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("change", ["environment", "working_directory", "sys_path"])
 def test_resident_ranks_serve_no_run_of_another_caller_context(
     clean: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: str
@@ -250,6 +252,7 @@ def test_resident_ranks_serve_no_run_of_another_caller_context(
     assert not {pid for _, pid in _facts(changed)} & {pid for _, pid in _facts(first)}
 
 
+@pytest.mark.procs
 def test_ranks_built_ahead_under_another_caller_context_are_not_used(
     clean: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,6 +266,7 @@ def test_ranks_built_ahead_under_another_caller_context_are_not_used(
     assert [buggy for buggy, _ in _facts(run)] == [1.0, 1.0]
 
 
+@pytest.mark.procs
 def test_ranks_built_ahead_under_the_same_context_are_used(clean: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(models.MODE_VARIABLE, "buggy")
     prepared = prepare_ranks(resolve_factory(f"{MODELS}:probe_factory"), SPEC, 2, ["cpu", "cpu"])
@@ -316,6 +320,7 @@ def test_start_time_variables_are_named_in_one_place() -> None:
     assert start_time_values({"OMP_NUM_THREADS": "2", "HOME": "/h"}) == {"OMP_NUM_THREADS": "2"}
 
 
+@pytest.mark.procs
 def test_the_forkserver_restarts_when_a_start_time_variable_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     forkserver.process_context("forkserver")
     pid = forkserver.running_pid()

@@ -9,6 +9,8 @@ import pytest
 from conftest import assert_matches, reference
 from distcheck import run_distributed
 
+pytestmark = pytest.mark.procs
+
 EXAMPLES = ["pair_potential", "mpnn", "charge_eq", "stress_model", "helper_model", "unaware_model"]
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 import torch
 
 from conftest import assert_matches, handler_ref, max_rel, reference
 from distcheck import run_distributed
 from distcheck.runtime import load_object
 from examples import charge_eq, helper_model, mpnn, stress_model, unaware_model
+
+pytestmark = pytest.mark.procs
 
 
 def _spec(module: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ def _run(factory: str, timeout: float = 120.0) -> tuple[BaseException, float]:
     return info.value, time.perf_counter() - t0
 
 
+@pytest.mark.procs
 def test_factory_that_raises_is_reported_with_its_traceback() -> None:
     err, elapsed = _run("factory_raises")
     assert "cannot load weights" in str(err) and "'factory'" in str(err)
@@ -35,12 +36,14 @@ def test_factory_that_raises_is_reported_with_its_traceback() -> None:
     assert elapsed < 60
 
 
+@pytest.mark.procs
 def test_exception_in_forward_names_rank_and_phase() -> None:
     err, _ = _run("factory_raise_in_forward")
     assert "rank 1" in str(err) and "'forward'" in str(err) and "injected failure" in str(err)
     assert "other ranks were stopped" in str(err)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("factory", ["factory_die", "factory_exit"])
 def test_dead_rank_is_reported_without_waiting_for_the_timeout(factory: str) -> None:
     err, elapsed = _run(factory, timeout=120.0)
@@ -50,6 +53,7 @@ def test_dead_rank_is_reported_without_waiting_for_the_timeout(factory: str) -> 
     assert elapsed < 30, f"a dead rank took {elapsed:.1f} s to report"
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("factory", ["factory_sleep", "factory_skip_collective", "factory_grandchild"])
 def test_hanging_rank_is_killed_at_the_timeout(factory: str) -> None:
     t0 = time.perf_counter()
@@ -82,6 +86,7 @@ def test_setup_errors_are_raised_up_front() -> None:
         run_distributed(f"{MODELS}:factory_die", _batch(), SPEC, world_size=0)
 
 
+@pytest.mark.procs
 def test_wrapper_contract_violations_are_explained() -> None:
     with pytest.raises(DistributedError, match="must return a mapping"):
         run_distributed(f"{MODELS}:factory_not_a_mapping", _batch(), SPEC, world_size=2)

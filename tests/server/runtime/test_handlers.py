@@ -9,6 +9,8 @@ from conftest import assert_matches, handler_ref, reference
 from distcheck import run_distributed
 from distcheck.runtime import load_object
 
+pytestmark = pytest.mark.procs
+
 SPEC = {
     "format": "distcheck-spec",
     "version": 1,

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import HERE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -30,6 +32,7 @@ print(json.dumps({{"ranks": [out["loaded"].tolist() for out in run.rank_outputs]
 """
 
 
+@pytest.mark.procs
 def test_no_rank_and_no_forkserver_imports_torch_dynamo() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DISTCHECK_PRELOAD", "DISTCHECK_SPARE_PACKAGES")}
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "server"), ROOT, env.get("PYTHONPATH", "")])

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from distcheck.runtime.module_namespace import module_file, namespace
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,6 +57,7 @@ CASE = """
 """
 
 
+@pytest.mark.procs
 def test_no_walk_over_sys_modules_loads_a_lazily_registered_module(tmp_path: Path) -> None:
     (tmp_path / "heavy_dep_mn.py").write_text("VALUE = 1\n")
     (tmp_path / "lazy_user_mn.py").write_text("import heavy_dep_mn\n")
@@ -129,6 +132,7 @@ EAGER = """
 """
 
 
+@pytest.mark.procs
 def test_eager_mode_swaps_compiled_functions_and_loads_no_lazy_module(tmp_path: Path) -> None:
     (tmp_path / "heavy_dependency_ts.py").write_text("VALUE = 1\n")
     (tmp_path / "lazy_heavy_ts.py").write_text("import heavy_dependency_ts\nLOADED = True\n")

@@ -20,6 +20,8 @@ from distcheck.processes.launch import run_distributed
 from distcheck.runtime.model import DEFAULT_SKIN
 from examples import self_graph
 
+pytestmark = pytest.mark.procs
+
 CUTOFF = 3.0
 LAYERS = 3
 TIMEOUT = 60.0

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from distcheck.processes.forkserver import process_context
 
 
@@ -24,6 +26,7 @@ def _report(queue: Any) -> None:
     )
 
 
+@pytest.mark.procs
 def test_a_pool_process_has_the_preload_recorded_and_frozen() -> None:
     ctx = process_context()
     queue = ctx.SimpleQueue()

@@ -14,8 +14,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from distcheck.processes import reaper
+
+pytestmark = pytest.mark.procs
 
 CTX = multiprocessing.get_context("spawn")
 

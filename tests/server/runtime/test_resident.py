@@ -18,6 +18,8 @@ from distcheck.processes.rank_source import ValidationRanks
 from distcheck.processes.resident import ResidentRanks
 from distcheck.runtime import load_object
 
+pytestmark = pytest.mark.procs
+
 SPARES = f"{HERE}/spare_models.py"
 MODELS = f"{HERE}/resident_models.py"
 SPEC = {"format": "distcheck-spec", "version": 1}

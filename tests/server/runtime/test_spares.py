@@ -18,6 +18,8 @@ from distcheck.processes.spares import child, warmup
 from distcheck.processes.spares.prepared import prepare_ranks
 from distcheck.runtime import load_object, resolve_factory
 
+pytestmark = pytest.mark.procs
+
 MODELS = f"{HERE}/spare_models.py"
 SPEC = {"format": "distcheck-spec", "version": 1}
 EAGER = {"format": "distcheck-spec", "version": 1, "distribution": {"torchscript": "eager"}}

@@ -253,6 +253,7 @@ def _user_site(tmp_path: Path) -> Path:
     return tmp_path / "userbase" / "lib" / version / "site-packages"
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(600)
 def test_a_submodule_edited_while_the_spares_stay_warm_gives_a_fresh_process_s_verdict(tmp_path: Path) -> None:
     """A package installed in a site directory (the user site of PYTHONUSERBASE), imported by the

@@ -44,6 +44,7 @@ def _wait_warm(n: int, timeout_s: float = 60.0) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+@pytest.mark.procs
 @pytest.mark.timeout(240)
 def test_a_second_validation_through_the_runner_runs_in_warm_spares(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

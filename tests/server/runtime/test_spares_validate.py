@@ -15,6 +15,8 @@ from distcheck.processes import spares
 from distcheck.processes.spares import learned
 from examples import helper_model, unaware_model
 
+pytestmark = pytest.mark.procs
+
 
 def _validate() -> Any:
     return validate_on_cpu(

@@ -16,7 +16,11 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 import distcheck
+
+pytestmark = pytest.mark.procs
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = dict(os.environ, NO_COLOR="1", PYTHONPATH=os.pathsep.join([str(Path(distcheck.__file__).parents[1]), str(ROOT)]))

@@ -32,6 +32,8 @@ import pytest
 import distcheck
 from distcheck.spec import MLIPSpec
 
+pytestmark = pytest.mark.procs
+
 ROOT = Path(__file__).resolve().parents[3]
 SERVER = Path(distcheck.__file__).resolve().parents[1]
 PATCHES = ROOT / "tests/server/validate/torch_patch_models"

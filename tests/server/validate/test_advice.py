@@ -34,6 +34,7 @@ BARE: dict[str, Any] = {"format": "distcheck-spec", "version": 1}
 # -- rules check their evidence ---------------------------------------------------------------------
 
 
+@pytest.mark.procs
 def test_autograd_forces_are_never_made_owned_only() -> None:
     """The energy goes through a reduction no handler routes (a one-hot matrix product): each rank's energy
     counts its own rows, and under `local` owned-only forces would happen to match. The old rules switched
@@ -122,6 +123,7 @@ def _shrink_halo(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     return spec, "shrank the halo to 1 Å"
 
 
+@pytest.mark.procs
 def test_a_worse_mutation_is_rolled_back_and_the_next_starts_from_the_better_spec(monkeypatch: Any) -> None:
     monkeypatch.setattr(autofix, "RULES", (Rule("shrink_halo", True, _shrink_halo), *RULES))
     spec = {**BARE, "owned_only_outputs": ["forces"]}  # a spec bug switch_per_node_consolidation fixes
@@ -141,6 +143,7 @@ def test_a_worse_mutation_is_rolled_back_and_the_next_starts_from_the_better_spe
     assert TraceReport.from_json(report.to_json()).attempts[1].rolled_back == worse.rolled_back
 
 
+@pytest.mark.procs
 def test_headline_and_spec_stand_on_the_better_attempt(monkeypatch: Any) -> None:
     """No rule fixes this model; the one mutation tried makes it worse: the report keeps attempt 0."""
     monkeypatch.setattr(autofix, "RULES", (Rule("shrink_halo", True, _shrink_halo), *RULES))
@@ -189,6 +192,7 @@ def test_one_rule_for_the_best_attempt() -> None:
 # -- an unknown cause is said, with the evidence ------------------------------------------------------
 
 
+@pytest.mark.procs
 def test_unknown_cause_shows_what_was_checked_instead_of_a_generic_list() -> None:
     report = validate_on_cpu(f"{ADVICE}:factory_anchor", advice.sample_batch(), timeout_sec=TIMEOUT)
     assert not report.ok
@@ -207,6 +211,7 @@ def test_unknown_cause_shows_what_was_checked_instead_of_a_generic_list() -> Non
 # -- a crash keeps what was recorded before it --------------------------------------------------------
 
 
+@pytest.mark.procs
 def test_a_crashed_attempt_keeps_its_dispatch_trace_and_modules() -> None:
     report = validate_on_cpu(f"{ADVICE}:factory_crash", advice.sample_batch(), timeout_sec=TIMEOUT)
     assert report.verdict == "error"

@@ -12,7 +12,7 @@ import pytest
 from distcheck import validate_on_cpu
 from distcheck.runtime.factory import load_object
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.procs]
 
 MODELS = Path(__file__).resolve().parent / "pair_matrix_models.py"
 

@@ -16,6 +16,8 @@ from distcheck.report import Attempt
 from distcheck.runtime.partition import partition_batch
 from examples import mpnn
 
+pytestmark = pytest.mark.procs
+
 TIMEOUT = 60.0
 
 

@@ -22,7 +22,7 @@ from examples import pair_potential, unaware_model
 
 SHALLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity_models", "shallow_depth.py")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.procs]
 
 
 Validate = Callable[..., tuple[TraceReport, dict[str, Any]]]

@@ -47,6 +47,7 @@ def _validate(spec: dict[str, object]) -> TraceReport:
     )
 
 
+@pytest.mark.procs
 def test_a_bound_forward_validates_like_its_model() -> None:
     right = _validate(cdist_models.SPEC)
     assert right.verdict == "passed", right.next_action

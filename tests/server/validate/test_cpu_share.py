@@ -39,6 +39,7 @@ def test_threads_at_most_lowers_and_puts_back_even_on_error() -> None:
         torch.set_num_threads(before)
 
 
+@pytest.mark.procs
 def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -71,6 +72,7 @@ def test_the_caller_uses_its_share_during_a_validation_and_gets_its_threads_back
     assert after == 8
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("ranks_beside", [0, 2])
 def test_the_reference_forward_takes_its_share_only_while_ranks_run_beside_it(ranks_beside: int) -> None:
     """With the first attempt's ranks running at the same time, the reference child's forward uses

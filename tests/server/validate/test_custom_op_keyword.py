@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 import keyword_kernel_models as models
+import pytest
 import torch
 
 from distcheck import TraceReport, validate_on_cpu
@@ -94,6 +95,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.procs
 def test_keyword_called_kernels_are_named_with_ready_entries_that_make_the_model_pass() -> None:
     report = validate_on_cpu(models.model_factory, models.sample_batch(), spec=copy.deepcopy(models.SPEC), **OPTIONS)
     assert report.verdict == "failed" and TraceReport.from_json(report.to_json()) == report

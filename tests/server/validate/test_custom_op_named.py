@@ -172,6 +172,7 @@ CASES = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(("factory", "expected"), CASES, ids=["message_passing", "pair"])
 def test_undeclared_kernels_are_named_and_their_entries_make_the_model_pass(
     factory: Any, expected: dict[str, tuple[str, str]]
@@ -205,6 +206,7 @@ def test_undeclared_kernels_are_named_and_their_entries_make_the_model_pass(
     assert all(fixed.attempts[0].handler_counts.get(f"custom_op[{op}]") == 2 for op in expected)
 
 
+@pytest.mark.procs
 def test_declare_custom_ops_rule_adds_the_entries_when_it_is_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(autofix, "RULES", (autofix.RULES[0], RULE, *autofix.RULES[1:]))
     report = _validate(custom_op_model.pair_factory, copy.deepcopy(custom_op_model.SPEC), max_fix_attempts=2)

@@ -150,6 +150,7 @@ def test_dropped_inplace_result_under_no_grad() -> None:
     assert_autograd_hint(translate(failure(str(exc))))
 
 
+@pytest.mark.procs
 @pytest.mark.slow
 def test_severed_graph_in_a_real_rank(models: Path) -> None:
     err = run_failing(f"{models}:factory_detaching", f"{models}:sample")
@@ -189,6 +190,7 @@ def test_host_out_of_memory_real_message() -> None:
     assert "smaller sample" in text and "float32" in text
 
 
+@pytest.mark.procs
 @pytest.mark.slow
 def test_sigkill_is_the_oom_killer() -> None:
     err = run_failing(f"{FAULTS}:factory_die", f"{FAULTS}:sample")
@@ -239,6 +241,7 @@ def test_other_nccl_errors() -> None:
 
 
 # -- timeouts ----------------------------------------------------------------------------------------
+@pytest.mark.procs
 @pytest.mark.slow
 def test_real_timeout_in_a_collective() -> None:
     err = run_failing(f"{FAULTS}:factory_skip_collective", f"{FAULTS}:sample", timeout=4.0)
@@ -266,6 +269,7 @@ def test_timeout_messages_by_phase() -> None:
 
 
 # -- imports -----------------------------------------------------------------------------------------
+@pytest.mark.procs
 @pytest.mark.slow
 def test_missing_module_while_importing_the_factory(tmp_path: Path) -> None:
     path = tmp_path / "factory_with_missing_import.py"
@@ -295,6 +299,7 @@ def test_wrapper_error_passes_through() -> None:
 
 
 # -- shapes ------------------------------------------------------------------------------------------
+@pytest.mark.procs
 @pytest.mark.slow
 def test_fixed_atom_count_in_a_real_rank(models: Path) -> None:
     err = run_failing(f"{models}:factory_fixed_count", f"{models}:sample")
@@ -377,6 +382,7 @@ def test_phase_context() -> None:
     assert phase_context("weird") == "in phase 'weird'"
 
 
+@pytest.mark.procs
 def test_modules_do_not_import_torch() -> None:
     """failure.py, errors.py and health.py, with everything they import, load without torch: imported
     under a bare `distcheck.validate` package, so that the package's own __init__ (which imports torch)

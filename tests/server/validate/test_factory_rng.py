@@ -23,6 +23,7 @@ def _validate(factory: object) -> TraceReport:
     return validate_on_cpu(factory, m.sample_batch(), world_size=2, timeout_sec=90)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(
     "factory",
     [m.torch_unseeded, m.numpy_unseeded, m.python_random_unseeded, m.import_time_draw],
@@ -34,6 +35,7 @@ def test_an_unseeded_factory_builds_the_same_model_everywhere(factory: object) -
     assert len(report.attempts) == 1
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(
     "factory", [m.reseeded_from_the_os, m.seeded_from_the_clock, m.shaped_by_the_rank], ids=lambda f: f.__name__
 )

@@ -244,6 +244,7 @@ def test_only_the_newest_entries_are_kept(monkeypatch: pytest.MonkeyPatch) -> No
     assert newest.calls == ["abandon"] and oldest.calls == ["collect"]
 
 
+@pytest.mark.procs
 def test_a_validation_run_again_takes_the_field_and_a_saved_model_file_measures_again(tmp_path: Path) -> None:
     model = tmp_path / "field_model.py"
     shutil.copy(ROOT / "examples" / "pair_potential.py", model)
@@ -301,6 +302,7 @@ def far_hop_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return model
 
 
+@pytest.mark.procs
 def test_a_config_file_that_adds_a_weak_far_hop_is_measured_again(
     far_hop_path: Path, monkeypatch: pytest.MonkeyPatch, stable_report: Callable[[Any], dict[str, Any]]
 ) -> None:
@@ -321,6 +323,7 @@ def test_a_config_file_that_adds_a_weak_far_hop_is_measured_again(
     assert stable_report(warm) == stable_report(fresh)
 
 
+@pytest.mark.procs
 def test_an_environment_variable_that_adds_a_weak_far_hop_is_measured_again(
     far_hop_path: Path, monkeypatch: pytest.MonkeyPatch, stable_report: Callable[[Any], dict[str, Any]]
 ) -> None:
@@ -416,6 +419,7 @@ def test_the_files_the_models_code_reads_are_recorded_with_their_content(tmp_pat
     assert again.stop()[str(config.resolve())] != stamp
 
 
+@pytest.mark.procs
 def test_the_reference_child_records_the_config_file_its_model_reads(far_hop_path: Path) -> None:
     """Wired through: the reference child of a validation records the file its factory opened."""
     from distcheck.batch import as_batch

@@ -35,6 +35,7 @@ def _remote_everywhere(batch: Batch, width: float) -> bool:
     return all(c["remote"] > 0 for r in part.ranks for c in r.per_system)
 
 
+@pytest.mark.procs
 def test_no_runaway_widening_when_the_halo_already_covers_the_field() -> None:
     report = validate_on_cpu(f"{RUNAWAY}:model_factory", _sample(RUNAWAY), timeout_sec=60)
     assert report.verdict == "failed", report.next_action  # not "inconclusive" of its own making
@@ -45,6 +46,7 @@ def test_no_runaway_widening_when_the_halo_already_covers_the_field() -> None:
     assert "DEGENERATE" not in report.next_action and "forces" in report.next_action.split("\n")[0]
 
 
+@pytest.mark.procs
 def test_widening_stops_at_the_measured_field() -> None:
     spec = load_object(f"{SHALLOW}:SPEC")
     spec = {**spec, "distribution": {"policy": {**spec["distribution"]["policy"], "halo_width": 4.0}}}
@@ -83,6 +85,7 @@ def test_halo_correction_is_never_widened_past_its_cutoff() -> None:
     assert widened_halo(spec, halo, {}, None, 2) is None  # the old rule doubled an explicit halo here
 
 
+@pytest.mark.procs
 def test_per_edge_virial_goes_back_to_halo_correction() -> None:
     report = validate_on_cpu(f"{VIRIAL}:model_factory", _sample(VIRIAL), timeout_sec=60)
     first = report.attempts[0]
@@ -94,6 +97,7 @@ def test_per_edge_virial_goes_back_to_halo_correction() -> None:
     assert report.spec.distribution.policy.scatter_mode == "halo_correction"
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("factory", ["model_factory", "factory_flat_stress"])
 def test_strain_partial_found_whatever_the_leading_one(factory: str) -> None:
     bare: dict[str, Any] = {"format": "distcheck-spec", "version": 1}

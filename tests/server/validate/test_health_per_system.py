@@ -20,6 +20,7 @@ def _validate(sample: str) -> TraceReport:
     return validate_on_cpu(f"{HERE}:model_factory", load_object(f"{HERE}:{sample}")(), timeout_sec=60)
 
 
+@pytest.mark.procs
 def test_a_system_held_whole_by_every_rank_is_named_and_not_a_clean_pass() -> None:
     report = _validate("sample_batch")
     best = report.best_attempt
@@ -31,6 +32,7 @@ def test_a_system_held_whole_by_every_rank_is_named_and_not_a_clean_pass() -> No
     assert "system 1 (8 atoms) is held whole by rank 0" in head and "longer" in head
 
 
+@pytest.mark.procs
 def test_healthy_two_system_batch_passes() -> None:
     report = _validate("sample_two_long")
     assert report.verdict == "passed" and report.best_attempt is not None
@@ -38,6 +40,7 @@ def test_healthy_two_system_batch_passes() -> None:
     assert not report.sample_warnings
 
 
+@pytest.mark.procs
 def test_unrattled_lattice_is_warned_about() -> None:
     report = _validate("sample_unrattled")
     warnings = report.sample_warnings
@@ -48,6 +51,7 @@ def test_unrattled_lattice_is_warned_about() -> None:
     assert "rattle" in report.render_text()
 
 
+@pytest.mark.procs
 def test_open_system_without_a_cell_is_warned_about() -> None:
     report = _validate("sample_batch")
     kinds = {w.kind: w for w in report.sample_warnings}

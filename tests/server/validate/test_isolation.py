@@ -22,6 +22,8 @@ from runner_protocol import Runners
 
 import distcheck
 
+pytestmark = pytest.mark.procs
+
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = Path(__file__).resolve().parent / "junk_models"
 SERVER = Path(distcheck.__file__).resolve().parents[1]

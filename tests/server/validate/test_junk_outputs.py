@@ -26,6 +26,8 @@ from distcheck.spec import MLIPSpec
 from distcheck.validate.diff import compare_output
 from distcheck.validate.next_action import next_action
 
+pytestmark = pytest.mark.procs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 JUNK = os.path.join(HERE, "junk_models", "outputs.py")
 

@@ -20,6 +20,7 @@ from distcheck import validate_on_cpu
 from distcheck.validate.layers import held_modules
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("case", sorted(models.CASES))
 def test_the_first_divergent_layer_is_found_through_the_wrapper(case: str) -> None:
     factory, expected = models.CASES[case]

@@ -183,6 +183,7 @@ def test_the_trace_records_nested_and_keyword_called_methods_under_their_entry_n
 OPTIONS: dict[str, Any] = {"world_size": 2, "timeout_sec": 60.0, "auto_fix": False, "watched_helper_packages": [MOD]}
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("attr", sorted(models.FACTORIES))
 def test_a_keyword_called_nested_or_inherited_method_is_flagged_and_its_entry_passes(attr: str) -> None:
     factory = models.FACTORIES[attr]

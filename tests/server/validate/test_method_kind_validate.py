@@ -14,6 +14,8 @@ import pytest
 from distcheck import validate_on_cpu
 from distcheck.spec import HelperAdapter, MLIPSpec
 
+pytestmark = pytest.mark.procs
+
 OPTIONS: dict[str, Any] = {
     "world_size": 2,
     "timeout_sec": 60.0,

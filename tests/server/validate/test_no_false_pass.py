@@ -37,6 +37,7 @@ def _validate(factory: str, sample: Any, **options: Any) -> TraceReport:
     return validate_on_cpu(f"{MODELS}:{factory}", sample(), timeout_sec=TIMEOUT, **options)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(("factory", "sample", "output", "systems", "off_reference", "module"), CASES)
 def test_ranks_that_disagree_fail_and_are_named(
     factory: str, sample: Any, output: str, systems: list[int], off_reference: list[int], module: str | None
@@ -62,6 +63,7 @@ def test_ranks_that_disagree_fail_and_are_named(
     assert TraceReport.from_json(report.to_json()) == report
 
 
+@pytest.mark.procs
 def test_the_same_model_without_the_bug_passes_with_no_disagreement() -> None:
     for sample in (rank_split.sample_batch, rank_split.sample_batch_multi):
         report = _validate("factory_correct", sample)
@@ -69,6 +71,7 @@ def test_the_same_model_without_the_bug_passes_with_no_disagreement() -> None:
         assert report.attempts[0].rank_disagreements == []
 
 
+@pytest.mark.procs
 def test_rank_disagreement_within_each_rank_tolerance_still_fails() -> None:
     """Each rank within tolerance of the reference, but not of the other: the verdict fails on the split."""
     report = _validate("factory_global_split", rank_split.sample_batch, auto_fix=False)

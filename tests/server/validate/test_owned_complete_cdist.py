@@ -15,6 +15,8 @@ import pytest
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.model import DEFAULT_SKIN
 
+pytestmark = pytest.mark.procs
+
 OPTIONS: dict[str, Any] = {"world_size": 2, "timeout_sec": 60.0}
 
 

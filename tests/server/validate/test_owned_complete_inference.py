@@ -105,18 +105,21 @@ def _modes(report: Any) -> list[tuple[str | None, str, bool]]:
     return [(a.rule, a.spec.distribution.policy.scatter_mode, a.passed) for a in report.attempts]
 
 
+@pytest.mark.procs
 def test_self_graph_model_passes_first_time_with_a_one_cutoff_halo() -> None:
     report = validate_on_cpu(self_graph.model_factory, self_graph.sample_batch(), spec=BARE, timeout_sec=60)
     assert report.ok and _modes(report) == [(None, "owned_complete", True)], report.next_action
     assert report.attempts[0].halo_completeness.halo_width == pytest.approx(CUTOFF + DEFAULT_SKIN)
 
 
+@pytest.mark.procs
 def test_a_degree_counted_outside_the_scatters_moves_to_local() -> None:
     report = validate_on_cpu(self_graph.degree_factory, self_graph.sample_batch(), spec=BARE, timeout_sec=60)
     assert _modes(report) == [(None, "owned_complete", False), ("owned_complete_to_local", "local", True)]
     assert report.ok and "were refreshed" in report.attempts[1].rationale
 
 
+@pytest.mark.procs
 def test_a_dense_aggregation_under_owned_complete_moves_to_local() -> None:
     spec = copy.deepcopy(self_graph.SPEC)
     report = validate_on_cpu(self_graph.dense_factory, self_graph.sample_batch(), spec=spec, timeout_sec=60)

@@ -30,6 +30,7 @@ def _sample(path: str) -> Batch:
     return batch
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(
     ("factory", "layers", "declared"), [("model_factory", 3, 2), ("factory_two_declared_one", 2, 1)]
 )
@@ -58,6 +59,7 @@ def test_under_declared_depth_is_flagged_and_fixed_before_any_rank_runs(
     assert TraceReport.from_json(report.to_json()).receptive_field == field
 
 
+@pytest.mark.procs
 def test_an_explicit_halo_is_flagged_not_overridden() -> None:
     spec = load_object(f"{SHALLOW}:SPEC")
     spec = {**spec, "distribution": {"policy": {**spec["distribution"]["policy"], "halo_width": 6.5}}}
@@ -70,6 +72,7 @@ def test_an_explicit_halo_is_flagged_not_overridden() -> None:
     assert not report.ok and report.next_action.startswith("FAIL — halo too shallow")
 
 
+@pytest.mark.procs
 def test_declared_right_is_not_flagged() -> None:
     report = validate_on_cpu(f"{SHALLOW}:factory_declared_right", _sample(SHALLOW), timeout_sec=60)
     field = report.receptive_field

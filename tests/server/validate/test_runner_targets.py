@@ -21,6 +21,8 @@ from runner_protocol import Runners
 
 from distcheck.jobs.serving import RETIRED_ERROR
 
+pytestmark = pytest.mark.procs
+
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "torch_patch_models"
 ROOT = HERE.parents[2]

@@ -31,6 +31,7 @@ def _validate(path: str, factory: str = "model_factory", **kw: Any) -> TraceRepo
     return validate_on_cpu(f"{path}:{factory}", load_object(f"{path}:sample_batch")(), timeout_sec=60, **kw)
 
 
+@pytest.mark.procs
 def test_sub_tolerance_bug_is_suspicious_not_passed() -> None:
     report = _validate(COUPLED, auto_fix=False)
     attempt = report.attempts[0]
@@ -53,6 +54,7 @@ def test_sub_tolerance_bug_is_suspicious_not_passed() -> None:
     assert again == report and again.attempts[0].suspicious == attempt.suspicious
 
 
+@pytest.mark.procs
 def test_auto_fix_widens_the_halo_until_the_error_is_round_off() -> None:
     report = _validate(COUPLED)
     assert report.ok, report.next_action
@@ -63,6 +65,7 @@ def test_auto_fix_widens_the_halo_until_the_error_is_round_off() -> None:
     assert all(v.status == "ok" for v in report.attempts[1].verdicts.values())
 
 
+@pytest.mark.procs
 def test_correct_model_runs_no_control_and_is_not_suspicious() -> None:
     report = _validate(SHALLOW, "factory_declared_right")
     assert report.ok and report.verdict == "passed", report.next_action

@@ -75,6 +75,7 @@ def test_the_note_quotes_entries_distcheck_accepts_as_written(replacement: str |
         assert "--watch aimnet" in note.message
 
 
+@pytest.mark.procs
 def test_the_proposed_reduction_entry_makes_a_method_summing_model_pass() -> None:
     """The toolkit wrapped `MolSum.forward` (a per-system sum inside TorchScript); the note's first entry,
     added to the imported spec as written, gives the single-process outputs on two ranks."""

@@ -35,6 +35,8 @@ from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime.isolation import _NAMESPACES, _namespace, isolated_global_state
 from distcheck.runtime.run_result import RETIRED_TIMING
 
+pytestmark = pytest.mark.procs
+
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "torch_patch_models"
 ROOT = HERE.parents[2]

@@ -35,6 +35,8 @@ from examples.accuracy import (
     unique_counts,
 )
 
+pytestmark = pytest.mark.procs
+
 ROUTED = [mask_loop, method_forms, multi_total, segment_offsets, scatter_reduce_forms, unique_counts]
 SCRIPTED = [scripted_local, scripted_imported, scripted_module]
 OPTIONS: dict[str, Any] = {"world_size": 2, "timeout_sec": 60.0, "max_fix_attempts": 3}

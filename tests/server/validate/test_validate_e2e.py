@@ -13,6 +13,8 @@ from distcheck import TraceReport, validate_on_cpu
 from distcheck.runtime import FactoryError
 from examples import charge_eq, helper_model, mpnn, pair_potential, stress_model, unaware_model
 
+pytestmark = pytest.mark.procs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAULTS = os.path.join(HERE, "..", "runtime", "fault_models.py")
 
