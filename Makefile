@@ -36,9 +36,9 @@ test: lint typecheck pytest test-extension test-e2e
 # the fast tier (under 5 minutes on two cores): lint, types, TS unit tests and the Python tests that start no process
 test-fast: lint typecheck pytest-fast test-extension
 
-# the Python tests not marked gpu or procs; DISTCHECK_TEST_TIER=fast fails any that starts a process (docs/testing.md)
+# the Python tests not marked gpu or procs; TEST_TIER_DISTCHECK=fast fails any that starts a process (docs/testing.md)
 pytest-fast: $(STAMP) $(EXTRAS_STAMP)
-	DISTCHECK_TEST_TIER=fast $(PY) -m pytest -m "not gpu and not procs" -p no:cacheprovider
+	TEST_TIER_DISTCHECK=fast $(PY) -m pytest -m "not gpu and not procs" -p no:cacheprovider
 
 demo: $(STAMP)
 	$(PY) -m examples.demo

@@ -39,10 +39,10 @@ def stable_report() -> Callable[[Any], dict[str, Any]]:
     return _stable_report
 
 
-# ---- test tiers: `make test-fast` runs `-m "not gpu and not procs"` with DISTCHECK_TEST_TIER=fast, and then
+# ---- test tiers: `make test-fast` runs `-m "not gpu and not procs"` with TEST_TIER_DISTCHECK=fast, and then
 # every way of starting a process fails the test at once, naming the marker to add (docs/testing.md).
 
-TIER_ENV = "DISTCHECK_TEST_TIER"
+TIER_ENV = "TEST_TIER_DISTCHECK"
 PROCS_MARKER = "procs"
 FAST_TIER_MARKEXPR = "not gpu and not procs"
 """The marker expression `make test-fast` passes to pytest (tests/server/test_test_tiers.py checks it)."""
