@@ -14,6 +14,7 @@ import torch
 from conftest import HERE
 from distcheck import DistributedError, run_distributed
 from distcheck.processes import spares
+from distcheck.processes.rank_source import ValidationRanks
 from distcheck.processes.spares import child, warmup
 from distcheck.processes.spares.prepared import prepare_ranks
 from distcheck.runtime import load_object, resolve_factory
@@ -82,7 +83,9 @@ def test_ranks_built_ahead_are_the_run_s_ranks_and_match_a_fresh_run() -> None:
     prepared = prepare_ranks(factory, SPEC, 2, ["cpu", "cpu"])
     assert prepared is not None
     pids = [s.pid for s in prepared.spares]
-    ahead = run_distributed(factory, _batch(), SPEC, world_size=2, timeout_sec=60, prepared=prepared)
+    ahead = run_distributed(
+        factory, _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(prepared=prepared)
+    )
     facts = _facts(ahead)
     assert [int(f[2]) for f in facts] == pids, "the run did not use the ranks built for it"
     assert [f[3] for f in facts] == [0.0, 1.0], "the wrapper was not built as its rank"
@@ -103,7 +106,12 @@ def test_ranks_built_for_another_run_are_discarded(spec: dict[str, object], worl
     pids = [s.pid for s in prepared.spares]
     try:
         run = run_distributed(
-            f"{MODELS}:{factory}", _batch(), spec, world_size=world_size, timeout_sec=60, prepared=prepared
+            f"{MODELS}:{factory}",
+            _batch(),
+            spec,
+            world_size=world_size,
+            timeout_sec=60,
+            ranks=ValidationRanks(prepared=prepared),
         )
     except DistributedError as err:
         assert factory == "failing_factory" and "cannot load weights" in str(err)
@@ -118,7 +126,7 @@ def test_a_factory_failing_while_built_ahead_is_reported_as_in_a_fresh_run() -> 
         run_distributed(factory, _batch(), SPEC, world_size=2, timeout_sec=60)
     prepared = prepare_ranks(factory, SPEC, 2, ["cpu", "cpu"])
     with pytest.raises(DistributedError) as ahead:
-        run_distributed(factory, _batch(), SPEC, world_size=2, timeout_sec=60, prepared=prepared)
+        run_distributed(factory, _batch(), SPEC, world_size=2, timeout_sec=60, ranks=ValidationRanks(prepared=prepared))
     for info in (fresh, ahead):
         first = info.value.failures[0]
         assert first.type == "ValueError" and first.phase == "factory", first
