@@ -76,9 +76,9 @@ class Unclassified(ValueError):
     the workspace: refused, never waved through."""
 
 
-def _find(name: str, path: Sequence[str] | None) -> ModuleSpec | None:
+def _find(name: str, path: Sequence[str] | None, search_dirs: Sequence[str]) -> ModuleSpec | None:
     """The spec of `name` as the import system would find it with `path` (a package's locations, or
-    None for a top-level module: the search directories first), without importing anything."""
+    None for a top-level module: `search_dirs`, then `sys.path`), without importing anything."""
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         if find is None:
@@ -87,7 +87,7 @@ def _find(name: str, path: Sequence[str] | None) -> ModuleSpec | None:
             # `_get_spec` is `find_spec` without wrapping a namespace package's locations in the live
             # view that reads its parent from `sys.modules` (not imported here): a plain list instead
             get_spec: Any = PathFinder._get_spec  # type: ignore[attr-defined]
-            spec = get_spec(name, list(path) if path is not None else sys.path)
+            spec = get_spec(name, list(path) if path is not None else [*search_dirs, *sys.path])
             if spec is not None and spec.loader is None and not spec.submodule_search_locations:
                 spec = None  # no file and no namespace portion: not found
         else:
@@ -118,34 +118,29 @@ def module_origins(module: str, search_dirs: Sequence[str]) -> list[str] | None:
     parts = module.split(".")
     if not all(p.isidentifier() for p in parts):
         return None
-    saved = sys.path[:]
     found: list[str] = []
-    try:
-        sys.path[:0] = [d for d in search_dirs if d not in sys.path[: len(search_dirs)]]
-        path: Sequence[str] | None = None
-        for i in range(len(parts)):
-            name = ".".join(parts[: i + 1])
-            spec = _find(name, path)
-            if spec is None:
-                return None
-            locations = _locations(spec)
-            if spec.origin in ("built-in", "frozen"):
-                found.append("<builtin>")
-            elif spec.origin and spec.has_location:
-                found.append(spec.origin)
-            elif locations:
-                found.extend(locations)  # a namespace package: code from these directories
-            else:
-                raise Unclassified(
-                    f"module {name!r} is found by {type(spec.loader).__name__ if spec.loader else 'a finder'} "
-                    "with no file or directory to tell whether it is the workspace's, installed or outside"
-                )
-            if i < len(parts) - 1:
-                if not locations:
-                    return None  # not a package: the import of its submodule fails
-                path = locations
-    finally:
-        sys.path[:] = saved
+    path: Sequence[str] | None = None
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        spec = _find(name, path, search_dirs)
+        if spec is None:
+            return None
+        locations = _locations(spec)
+        if spec.origin in ("built-in", "frozen"):
+            found.append("<builtin>")
+        elif spec.origin and spec.has_location:
+            found.append(spec.origin)
+        elif locations:
+            found.extend(locations)  # a namespace package: code from these directories
+        else:
+            raise Unclassified(
+                f"module {name!r} is found by {type(spec.loader).__name__ if spec.loader else 'a finder'} "
+                "with no file or directory to tell whether it is the workspace's, installed or outside"
+            )
+        if i < len(parts) - 1:
+            if not locations:
+                return None  # not a package: the import of its submodule fails
+            path = locations
     return found
 
 
