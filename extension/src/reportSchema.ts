@@ -245,6 +245,11 @@ export interface ReceptiveFieldJson {
   under_declared: boolean;
   halo_width_set?: JsonNumber | null;
   note?: string;
+  reach_hops?: number | null;
+  reach_angstrom?: JsonNumber | null;
+  noise_floor?: JsonNumber | null;
+  remedy?: "none" | "depth" | "cutoff";
+  suggested_cutoff?: JsonNumber | null;
 }
 
 /** `TraceReport.meta`: how the validation ran (the options, devices, versions, timings and what the reference run learned). */

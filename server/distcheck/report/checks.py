@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from .codec import Record, wire
 
 __all__ = [
+    "RECEPTIVE_REMEDIES",
     "RECEPTIVE_STATUSES",
     "ROUNDOFF_STATUSES",
     "SAMPLE_WARNINGS",
@@ -43,6 +44,11 @@ RECEPTIVE_STATUSES: tuple[str, ...] = ("measured", "unbounded", "not_measured")
 """`ReceptiveField.status`: a depth was measured; every probed atom's perturbation moved every atom
 of its system (a per-system quantity feeds back into each atom, or the field spans the system), so
 no depth can be read off; not measured (why in `note`)."""
+
+RECEPTIVE_REMEDIES: tuple[str, ...] = ("none", "depth", "cutoff")
+"""`ReceptiveField.remedy`: the declared field covers what moved (or nothing was measured); the reach
+is explained by more hops of the declared cutoff (raise `num_interactions`); the reach in Å is
+explained only by a longer cutoff at the declared depth (raise `cutoff`)."""
 
 SYSTEM_PROBLEMS: tuple[str, ...] = ("no_owned", "no_halo", "no_remote")
 """`SystemHealth.problem`: the rank owns no atom of the system, holds no halo atom of it, or holds
@@ -99,11 +105,16 @@ class ReceptiveField(Record):
     `declared_field = cutoff × declared depth`. `measured_depth` is the number of cutoff hops over which
     a perturbed atom moved another atom's per-atom quantity (`basis` names which), and
     `measured_field = cutoff × measured_depth` (Å); both None unless measured. `probes` atoms were
-    perturbed. `under_declared` is True when the measured depth exceeds the declared one;
+    perturbed. `under_declared` is True when the declared field does not cover what moved (the
+    measured depth exceeds the declared one, or the reach in Å needs a longer cutoff);
     `halo_width_set` is the halo (Å) the validator set from the measured field before the first run
     (None: left as it was). `note` explains. `lower_bound` is True when some per-atom quantity moved
     every atom of its system (a per-system quantity feeds back), so the measured depth is only a lower
-    bound on the real one.
+    bound on the real one. `reach_hops` is the farthest hop of the cutoff graph at which `basis` moved
+    (above its noise floor), `reach_angstrom` the farthest distance (Å, minimum image) from a probe to
+    an atom that moved; `noise_floor` the largest round-off floor a change had to exceed. `remedy` is
+    one of `RECEPTIVE_REMEDIES`; `suggested_cutoff` (Å) the cutoff the `"cutoff"` remedy names
+    (`validate.field_advice.field_remedy` writes the remedy's text).
     """
 
     status: str = field(metadata=wire(enum=RECEPTIVE_STATUSES))
@@ -118,6 +129,11 @@ class ReceptiveField(Record):
     halo_width_set: float | None = None
     note: str = ""
     lower_bound: bool = False
+    reach_hops: int | None = None
+    reach_angstrom: float | None = None
+    noise_floor: float | None = None
+    remedy: str = field(default="none", metadata=wire(enum=RECEPTIVE_REMEDIES))
+    suggested_cutoff: float | None = None
 
     _placed = (("lower_bound", "status"),)
 
