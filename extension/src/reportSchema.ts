@@ -47,6 +47,8 @@ export interface AttemptJson {
   suspicious?: SuspiciousOutputJson[];
   system_health?: SystemHealthJson[];
   atom_errors?: AtomErrorsJson[];
+  fixes?: SpecFixJson[];
+  skipped_fixes?: SkippedFixJson[];
 }
 
 /** What a rank that raised had recorded before it did: `handler_counts` (the dispatch trace so far) and `modules`, the sub-modules whose forward had returned, in call order (`"name#call"`; the last one is the last module that finished before the crash). `phase` is the rank's phase then. */
@@ -308,6 +310,21 @@ export interface SampleWarningJson {
   remedy: string;
   systems?: number[];
   outputs?: string[];
+}
+
+/** A fix distcheck found evidence for but did not try: `rule` names it, `reason` says why (a halo that would leave some rank holding a whole system, so the attempt could prove nothing) and what would let it run. `halo_width` (Å) is the halo the fix would have needed, None when none. */
+export interface SkippedFixJson {
+  rule: string;
+  reason: string;
+  halo_width?: JsonNumber | null;
+}
+
+/** One change from the spec as given (the wrapper's or the prior, with what inference filled in) to the attempt's spec, in the form `distcheck.spec.edit.spec_changes` gives and `apply_changes` takes: `op` ("set", "append", "remove", "delete"), `path` (the keys down to the value) and `value` (None for "delete"). `rule` names what made it: `PRE_RUN_RULE` or an auto-fix rule (`autofix.RULES`). */
+export interface SpecFixJson {
+  rule: string;
+  op: string;
+  path: string[];
+  value?: unknown;
 }
 
 /** An output of an attempt within atol/rtol whose error is `ratio` times the round-off floor. */

@@ -53,6 +53,7 @@ from distcheck.report import (
 )
 from distcheck.report.atoms import AtomErrors, RankInterval, WorstAtom
 from distcheck.report.codec import Record, slots
+from distcheck.report.fixes import SkippedFix, SpecFix
 from distcheck.report.kernels import KernelCall, KernelTensor
 from distcheck.report.schema import json_schema, schema_text
 from distcheck.report.typescript import typescript_text
@@ -189,6 +190,8 @@ def full_report() -> TraceReport:
             AtomErrors("forces", 0, 0, 10.0, True, 5.0, 4, 3, [RankInterval(0, 0.0, 5.0), RankInterval(1, 5.0, 10.0)],
                        [WorstAtom(2, 1, 6.5, 0.25, 1)], [0.0, 0.25])
         ],
+        fixes=[SpecFix("measured_receptive_field", "set", ["distribution", "policy", "halo_width"], 10.5)],
+        skipped_fixes=[SkippedFix("owned_complete_to_local", "a 20 Å halo would leave a rank ...", 20.5)],
     )  # fmt: skip
     return TraceReport(
         ok=False, spec=spec, attempts=[attempt], next_action="FAIL — see above",

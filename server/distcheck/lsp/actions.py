@@ -198,13 +198,13 @@ def custom_op_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]
 
 
 def report_fixes(report: TraceReport, spec_path: str) -> list[dict[str, Any]]:
-    """Every spec fix of `report`: the passing auto-fix's changes (code `spec-fix`, when the user's
-    attempt failed and a later one passed), then each ready helper adapter (`undeclared-helper`) and
+    """Every spec fix of `report`: the passing fix's changes (code `spec-fix`: `report.fix_edits()`),
+    then each ready helper adapter (`undeclared-helper`) and
     each undeclared kernel's ready entry (`undeclared-custom-op`)."""
     out: list[dict[str, Any]] = []
     best = report.best_attempt
-    if report.attempts and best is not None and best.passed and best is not report.attempts[0]:
-        changes = spec_changes(report.attempts[0].spec.to_dict(), report.spec.to_dict())
+    if best is not None:
+        changes = report.fix_edits()  # from the spec as given: a fix before the first run too
         if changes:
             spec = report.spec.to_dict()
             out.append({"code": "spec-fix", "rule": best.rule, "edits": changes, "spec": spec, "specPath": spec_path})

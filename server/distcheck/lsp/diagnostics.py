@@ -86,9 +86,9 @@ def _verdict_evidence(v: OutputVerdict, meta: ReportMeta) -> str:
 
 
 def _passing_fix(report: TraceReport) -> Attempt | None:
-    """The report's best attempt when it is an auto-fix that passed (the report's one "best")."""
+    """The report's best attempt when it passed under a spec distcheck changed (`report.fix_applied`)."""
     best = report.best_attempt
-    if best is None or not best.passed or best is report.attempts[0]:
+    if best is None or report.fix_applied is None:
         return None
     return best
 
@@ -333,7 +333,7 @@ def report_diagnostics(report: TraceReport, ctx: PlaceContext) -> dict[str, list
     fix = _passing_fix(report)
     changes: list[dict[str, Any]] = []
     if fix is not None:
-        changes = spec_changes(report.attempts[0].spec.to_dict(), report.spec.to_dict())
+        changes = report.fix_edits()
     _failing_outputs(p, report, fix, changes)
     if fix is not None and changes:
         _spec_fix(p, report, fix, changes)

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from distcheck.spec import MLIPSpec
+from distcheck.spec.edit import spec_changes
 
 from ..safe_text import json_safe
 from .checks import ReceptiveField, RoundoffFloor, SampleWarning
@@ -56,6 +57,7 @@ __all__ = [
     "TraceReport",
     "attempt_rank",
     "best_attempt_index",
+    "fixed_attempt",
     "report_state",
 ]
 
@@ -67,8 +69,9 @@ REPORT_VERDICTS: tuple[str, ...] = ("passed", "failed", "inconclusive", "error")
 
 REPORT_STATES: tuple[str, ...] = ("passed", "passed_after_fix", "failed", "inconclusive", "error")
 """`TraceReport.state` values (`report_state`): the verdict, with "passed" split in two: "passed" when the
-spec as given passed, "passed_after_fix" when only an auto-fixed spec did (the spec on disk still fails
-until the fix is applied). The editor shows this field and never re-derives it."""
+spec as given passed, "passed_after_fix" when only a spec distcheck changed did (a fix before the first
+run or an auto-fix: the spec on disk still fails until the fix is applied). The editor shows this field
+and never re-derives it."""
 
 
 DEADLINE_STAGES: tuple[str, ...] = ("reference", "attempt", "between_attempts")
@@ -124,10 +127,20 @@ def best_attempt_index(attempts: Sequence[Attempt]) -> int | None:
     return min(range(len(attempts)), key=lambda i: (attempt_rank(attempts[i]), i))
 
 
+def fixed_attempt(attempts: Sequence[Attempt], index: int | None) -> bool:
+    """Whether attempt `index` ran under a spec distcheck changed from the one it was given: it carries
+    `Attempt.fixes` (made before the first run or by an auto-fix rule), or it is a later attempt (an
+    auto-fix; older reports carry no `fixes`). Inference filling in undeclared fields is no fix."""
+    if index is None or not 0 <= index < len(attempts):
+        return False
+    return index > 0 or bool(attempts[index].fixes)
+
+
 def report_state(verdict: str, attempts: Sequence[Attempt], best_index: int | None) -> str:
-    """The one verdict-state rule (one of `REPORT_STATES`): `verdict` as is, except that a pass stood on an
-    attempt other than the first (the spec as given) is "passed_after_fix"."""
-    if verdict == "passed" and best_index is not None and best_index > 0 and len(attempts) > best_index:
+    """The one verdict-state rule (one of `REPORT_STATES`): `verdict` as is, except that a pass stood on
+    a spec distcheck changed (`fixed_attempt`: a fix before the first run or an auto-fix) is
+    "passed_after_fix"."""
+    if verdict == "passed" and fixed_attempt(attempts, best_index):
         return "passed_after_fix"
     return verdict
 
@@ -200,11 +213,24 @@ class TraceReport(Record):
 
     @property
     def fix_applied(self) -> str | None:
-        """The rationale of the best attempt when it passed and is not the first attempt; None otherwise."""
+        """The rationale of the best attempt when it passed under a spec distcheck changed
+        (`fixed_attempt`); None otherwise."""
         best = self.best_attempt
-        if best is None or not best.passed or best is self.attempts[0]:
+        if best is None or not best.passed or not fixed_attempt(self.attempts, self.best_index):
             return None
         return best.rationale
+
+    def fix_edits(self) -> list[dict[str, Any]]:
+        """The changes from the spec as given to `spec` when the state is "passed_after_fix", as
+        `spec.edit.spec_changes` writes them (what `--save-spec`'s file, JUnit and the editor's quick
+        fix make): the best attempt's `fixes`, or, in an older report without them, the changes from
+        the first attempt's spec; [] otherwise."""
+        best = self.best_attempt
+        if best is None or self.state != "passed_after_fix":
+            return []
+        if best.fixes:
+            return [f.edit() for f in best.fixes]
+        return spec_changes(self.attempts[0].spec.to_dict(), self.spec.to_dict())
 
     @property
     def failures(self) -> list[OutputFailure]:

@@ -24,13 +24,11 @@ def _one_line(text: object) -> str:
 
 
 def fix_changes(report: TraceReport) -> list[str]:
-    """The auto-fix of a report that passed only after one, as spec changes from the spec it started
-    from to the one that passed (`set distribution.policy.scatter_mode to "local"`, ...); empty otherwise."""
-    from distcheck.spec.edit import describe_change, spec_changes
+    """The fix of a report that passed only after one, as changes from the spec as given to the one that
+    passed (`report.fix_edits()`: `set distribution.policy.halo_width to 7.5`, ...); empty otherwise."""
+    from distcheck.spec.edit import describe_change
 
-    if report.state != "passed_after_fix" or not report.attempts:
-        return []
-    return [describe_change(c) for c in spec_changes(report.attempts[0].spec.to_dict(), report.spec.to_dict())]
+    return [describe_change(c) for c in report.fix_edits()]
 
 
 def junit_xml(

@@ -18,6 +18,7 @@ from distcheck.spec import MLIPSpec
 from .atoms import AtomErrors
 from .checks import SuspiciousOutput, SystemHealth
 from .codec import Record, wire
+from .fixes import SkippedFix, SpecFix
 from .kernels import KernelCall
 from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, view
 
@@ -358,6 +359,10 @@ class Attempt(Record):
     `atom_errors` holds, for each failing or suspicious per-atom output, its per-atom errors
     (`atoms.AtomErrors`: the worst atoms, a profile along the cut axis, the ranks' slabs); absent in
     older reports, read as [].
+    `fixes` lists what distcheck changed from the spec as given to `spec` (`fixes.SpecFix`: before the
+    first run or by an auto-fix rule; written only when non-empty, read as [] when absent), the one
+    record `document.report_state` reads; `skipped_fixes` the fixes with evidence that were not tried
+    after this attempt, with why (`fixes.SkippedFix`; written only when non-empty).
     """
 
     index: int
@@ -383,6 +388,8 @@ class Attempt(Record):
     suspicious: list[SuspiciousOutput] = dataclasses.field(default_factory=list)
     system_health: list[SystemHealth] = dataclasses.field(default_factory=list)
     atom_errors: list[AtomErrors] = dataclasses.field(default_factory=list)
+    fixes: list[SpecFix] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
+    skipped_fixes: list[SkippedFix] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
 
     _derived = ("failing_outputs",)
     _placed = (("failing_outputs", "passed"),)

@@ -15,15 +15,20 @@ import torch
 
 from ..option_check import Tolerance, tolerance_of
 from ..report import RankDisagreement, merge_unrouted
+from ..report.fixes import SkippedFix
 from ..runtime import pristine as P
 from ..runtime.run_result import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
-from .halo_bounds import edge_virial_to_halo_correction, widened_halo
+from .halo_bounds import Skip, edge_virial_to_halo_correction, to_local, widened_halo
 from .owned_complete import halo_correction_to_owned_complete, owned_complete_to_local
 from .unrouted import describe, eager_remedy_applies
 
-__all__ = ["RULES", "FixContext", "Proposal", "Rule", "propose"]
+__all__ = ["RULES", "FixContext", "Proposal", "Rule", "RuleResult", "propose"]
+
+RuleResult = tuple[MLIPSpec, str] | Skip | None
+"""What a rule gives: the mutated spec and its rationale, a `Skip` (evidence, but the fix is not tried:
+its halo would make the partition degenerate), or None (no evidence)."""
 
 
 @dataclass
@@ -84,7 +89,7 @@ class Rule:
 
     name: str
     needs_run: bool
-    apply: Callable[[FixContext], tuple[MLIPSpec, str] | None]
+    apply: Callable[[FixContext], RuleResult]
     needs_agreeing_ranks: bool = False
 
 
@@ -220,7 +225,7 @@ def _enable_system_reductions(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     )
 
 
-def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+def _halo_correction_to_local(ctx: FixContext) -> RuleResult:
     policy = ctx.spec.distribution.policy
     if policy.kind != "halo" or policy.scatter_mode != "halo_correction" or not ctx.failing:
         return None
@@ -231,31 +236,34 @@ def _halo_correction_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     unaware = ctx.halo_completeness.get("matches") is False and not ctx.reference.get("neighbor_cutoffs")
     if not corrected and (depth <= 1 or scattered) and not unaware:
         return None
-    spec = ctx.spec.copy()
-    spec.distribution.policy.scatter_mode = "local"
-    spec.distribution.policy.halo_width = None
+    current = ctx.halo_completeness.get("halo_width")
+    switched = to_local(ctx.spec, ctx.reference, ctx.batch, ctx.world_size, None if current is None else float(current))
+    if isinstance(switched, Skip):
+        return switched
+    spec, halo = switched
+    deep = f"halo as deep as the receptive field: {halo}"
     if unaware and not corrected:
         return spec, (
             "the model built no neighbour list through batch.neighbor_list and none of its aggregations is a "
             "scatter the runtime can correct, so halo_correction cannot see the edges that cross ranks; "
-            "switched scatter_mode to local (halo as deep as the receptive field)"
+            f"switched scatter_mode to local ({deep})"
         )
     if not corrected:
         return spec, (
             f"the model passes messages {depth} times but none of its neighbour aggregations is a scatter the "
             "runtime can correct (e.g. sums over a padded neighbour matrix), so halo rows are never refreshed "
-            "between layers; switched scatter_mode to local (halo as deep as the receptive field)"
+            f"between layers; switched scatter_mode to local ({deep})"
         )
     if not ctx.reference.get("neighbor_cutoffs"):
         return spec, (
             "the backbone builds its own neighbour list (halo-unaware), so halo_correction double counts "
-            "cross-rank edges; switched scatter_mode to local (halo as deep as the receptive field)"
+            f"cross-rank edges; switched scatter_mode to local ({deep})"
         )
     # neighbours from batch.neighbor_list and corrected scatters, yet outputs differ: a hypothesis only
     return spec, (
         "the outputs differ although every per-edge aggregation was corrected: a per-edge computation may "
         "need edges centred on halo atoms (angles, edge-to-edge messages), which only local mode builds; "
-        "trying scatter_mode local (halo as deep as the receptive field)"
+        f"trying scatter_mode local ({deep})"
     )
 
 
@@ -290,15 +298,23 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def propose(ctx: FixContext, tried: set[str], rules: Sequence[Rule] | None = None) -> Proposal | None:
+def propose(
+    ctx: FixContext, tried: set[str], rules: Sequence[Rule] | None = None, skipped: list[SkippedFix] | None = None
+) -> Proposal | None:
     """The first rule that applies and yields a spec not tried yet (by signature); a rule that
-    `needs_agreeing_ranks` is skipped while the context has rank disagreements. `rules` defaults to
-    the module's `RULES` as it is at the call (rules are data)."""
+    `needs_agreeing_ranks` is skipped while the context has rank disagreements. A rule that gives a
+    `Skip` is not tried: it is added to `skipped` (once per rule and reason) and the next rule is asked.
+    `rules` defaults to the module's `RULES` as it is at the call (rules are data)."""
     for rule in RULES if rules is None else rules:
         if rule.needs_agreeing_ranks and ctx.rank_disagreements:
             continue
         result = rule.apply(ctx)
         if result is None:
+            continue
+        if isinstance(result, Skip):
+            entry = SkippedFix(rule=rule.name, reason=result.reason, halo_width=result.halo_width)
+            if skipped is not None and all((s.rule, s.reason) != (entry.rule, entry.reason) for s in skipped):
+                skipped.append(entry)
             continue
         spec, rationale = result
         if spec.signature() in tried:

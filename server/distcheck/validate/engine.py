@@ -4,6 +4,12 @@ inference, the distributed attempts and auto-fix, the round-off floor, and the r
 What is settled before anything starts is `run_setup`'s; the runs it asks for (the reference, the
 first attempt, each later one, the control run) are `executor.Executor`'s, which alone knows which
 processes serve them; one attempt's record is `attempt_records`'.
+
+Every change the pipeline makes to the spec as given (the wrapper's or the prior, with what inference
+filled in) is a fix the attempt records (`Attempt.fixes`, `report.SpecFix`): the halo widened before
+the first run to the measured receptive field (`report.fixes.PRE_RUN_RULE`; skipped, with why, when
+that halo would make the partition degenerate) and each auto-fix rule's mutation, each change named
+by the rule that made it.
 """
 
 from __future__ import annotations
@@ -14,16 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
+from ..report.fixes import PRE_RUN_RULE, SkippedFix, SpecFix
 from ..report.parts import WrapperInfo, view
 from ..runtime.errors import DistributedError
 from ..runtime.group import GroupSession
+from ..runtime.model import DEFAULT_SKIN
 from ..runtime.run_result import DistributedRun, RankLifecycle
 from ..spec import MLIPSpec
+from ..spec.edit import spec_changes
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
 from .autofix import FixContext, propose
 from .deadline import Budget
 from .executor import Executor, Outcome
 from .field_cache import field_for
+from .halo_bounds import degenerate_halo
 from .health import system_health
 from .inference import infer_spec
 from .next_action import next_action
@@ -81,20 +91,51 @@ def run_validation(
             return _from_reference(request, s, reference_run, t_reference, budget, runs, progress)
 
 
-def _initial_spec(
-    reference: dict[str, Any], num_atoms: int, num_systems: int, prior: Any
-) -> tuple[MLIPSpec, list[str], str, ReceptiveField | None]:
-    """The first attempt's spec, the inference notes and its rationale, from what `reference` holds
-    (with or without the receptive-field measurement: inference reads the measured depth, and an
-    under-declared one widens a `local` halo before any rank runs)."""
-    spec, notes = infer_spec(reference, num_atoms, num_systems, prior)
+@dataclass
+class _First:
+    """The first attempt's spec and what it came from: `given` (the wrapper's spec or the prior, with
+    what inference filled in), the inference notes, the rationale, the receptive field, the rule that
+    changed `given` before the first run (None: unchanged) and the fixes skipped there."""
+
+    spec: MLIPSpec
+    given: MLIPSpec
+    notes: list[str]
+    rationale: str
+    receptive: ReceptiveField | None
+    rule: str | None
+    skipped: list[SkippedFix]
+
+
+def _initial_spec(reference: dict[str, Any], s: RunSetup, prior: Any) -> _First:
+    """The first attempt's spec from what `reference` holds (with or without the receptive-field
+    measurement: inference reads the measured depth, and an under-declared one widens a `local` halo
+    before any rank runs: a fix, `PRE_RUN_RULE`, not tried when that halo would leave some rank holding
+    a whole system)."""
+    given, notes = infer_spec(reference, s.batch.num_atoms, s.batch.num_systems, prior)
     rationale = "spec from the wrapper's distribution_spec and the reference trace"
     receptive = receptive_record(reference)
-    spec, field_note = apply_measured_field(spec, receptive)
-    if field_note:
-        notes.append(field_note)
-        rationale += f"; {field_note}"
-    return spec, notes, rationale, receptive
+    spec, field_note = apply_measured_field(given, receptive)
+    if not field_note or receptive is None:
+        return _First(given, given, notes, rationale, receptive, None, [])
+    width = spec.distribution.policy.halo_width
+    declared = None if receptive.declared_field is None else receptive.declared_field + DEFAULT_SKIN
+    reason = degenerate_halo(s.batch, s.world_size, width, declared)
+    if reason is not None:
+        receptive.halo_width_set = None
+        skip = SkippedFix(
+            rule=PRE_RUN_RULE,
+            reason=f"the halo was not widened to the measured receptive field before the first run: {reason}",
+            halo_width=width,
+        )
+        return _First(given, given, notes, rationale, receptive, None, [skip])
+    notes.append(field_note)
+    return _First(spec, given, notes, f"{rationale}; {field_note}", receptive, PRE_RUN_RULE, [])
+
+
+def _change_key(change: Mapping[str, Any]) -> str:
+    """What identifies one spec change across attempts: its path, and an array item's value."""
+    path = ".".join(str(p) for p in change.get("path") or [])
+    return path if change.get("op") in ("set", "delete") else f"{path}+{change.get('value')!r}"
 
 
 def _field(reference_run: ReferenceRun, s: RunSetup) -> dict[str, Any]:
@@ -107,17 +148,61 @@ def _field(reference_run: ReferenceRun, s: RunSetup) -> dict[str, Any]:
 class _Attempts:
     """The attempts so far and what the next one starts from: its spec, rationale and rule, the run
     it may reuse (`needs_run` False: the same run under another consolidation), and the deadline
-    when it stopped them."""
+    when it stopped them. `given` is the spec as given (what every attempt's `fixes` are counted
+    from), `made_by` names the rule behind each change of the next spec (`_change_key`), `rules_of`
+    that of every attempt so far, and `skipped` the skipped fixes the next attempt's record carries."""
 
     current: MLIPSpec
     rationale: str
     receptive: ReceptiveField | None
     tried: set[str]
+    given: MLIPSpec
     rule: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
     run: DistributedRun | None = None
     needs_run: bool = True
     stopped: DeadlineReached | None = None
+    made_by: dict[str, str] = field(default_factory=dict)
+    rules_of: dict[int, dict[str, str]] = field(default_factory=dict)
+    skipped: list[SkippedFix] = field(default_factory=list)
+
+    def take_first(self, first: _First) -> None:
+        """The first attempt starts from `first`: its spec, and what changed it from the spec given."""
+        self.current, self.given, self.rationale, self.receptive = (
+            first.spec,
+            first.given,
+            first.rationale,
+            first.receptive,
+        )
+        self.rule = first.rule
+        self.made_by = {_change_key(c): first.rule or PRE_RUN_RULE for c in self.changes(first.spec)}
+        self.skipped = list(first.skipped)
+
+    def changes(self, spec: MLIPSpec) -> list[dict[str, Any]]:
+        """The changes from the spec as given to `spec` (`spec.edit.spec_changes`)."""
+        return spec_changes(self.given.to_dict(), spec.to_dict())
+
+    def record(self, attempt: Attempt) -> None:
+        """Add `attempt`, with its fixes (each named by the rule that made it) and the skipped fixes."""
+        attempt.fixes = [
+            SpecFix(
+                rule=self.made_by.get(_change_key(c), attempt.rule or PRE_RUN_RULE),
+                op=str(c["op"]),
+                path=[str(p) for p in c.get("path") or []],
+                value=c.get("value"),
+            )
+            for c in self.changes(attempt.spec)
+        ]
+        attempt.skipped_fixes, self.skipped = self.skipped, []
+        self.rules_of[attempt.index] = dict(self.made_by)
+        self.attempts.append(attempt)
+
+    def propose_from(self, base: Attempt, spec: MLIPSpec, rule: str) -> None:
+        """The next spec, `spec`, is `rule`'s mutation of attempt `base`'s."""
+        made_by = dict(self.rules_of.get(base.index, {}))
+        for c in spec_changes(base.spec.to_dict(), spec.to_dict()):
+            made_by[_change_key(c)] = rule
+        self.made_by = made_by
 
 
 def _from_reference(
@@ -139,10 +224,8 @@ def _from_reference(
     )
     meta.wrapper = view(WrapperInfo, reference["wrapper"])
     _emit(progress, "reference_finished", seconds=t_reference)
-    current, notes, rationale, receptive = _initial_spec(
-        reference, s.batch.num_atoms, s.batch.num_systems, request.spec
-    )
-    meta.inference_notes = notes
+    first = _initial_spec(reference, s, request.spec)
+    current, meta.inference_notes = first.spec, first.notes
     check_tolerance_names(s.atol, s.rtol, current.output_kinds)
     problem = reference_error(reference, current, s.batch.num_atoms, s.batch.num_systems, meta)
     if problem is not None:  # the single-process outputs cannot be validated: no attempt is run
@@ -156,7 +239,8 @@ def _from_reference(
         report.next_action = next_action(report)
         _emit(progress, "finished", ok=False)
         return report
-    loop = _Attempts(current, rationale, receptive, tried={current.signature()})
+    loop = _Attempts(current, first.rationale, first.receptive, tried={current.signature()}, given=first.given)
+    loop.take_first(first)
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, runs.control(), s.atol, s.rtol)
     _run_attempts(request, s, reference_run, budget, runs, floor, loop, progress)
     return _report(s, reference_run, t_reference, floor, loop, progress)
@@ -200,14 +284,12 @@ def _run_attempts(
             if not isinstance(outcome, DistributedRun):
                 timings["attempt"] = time.perf_counter() - t1
                 if isinstance(outcome, DistributedError):
-                    loop.attempts.append(
-                        failed_attempt(index, loop.current, loop.rationale, loop.rule, outcome, timings)
-                    )
+                    loop.record(failed_attempt(index, loop.current, loop.rationale, loop.rule, outcome, timings))
                     if budget.cut_short(outcome):
                         loop.stopped = budget.reached("attempt", len(loop.attempts))
                 else:
                     problems = [problem_from_error(outcome)]
-                    loop.attempts.append(
+                    loop.record(
                         output_attempt(
                             index, loop.current, loop.rationale, loop.rule, problems, reference, s.meta, timings
                         )
@@ -217,7 +299,7 @@ def _run_attempts(
             loop.run = outcome
         timings["attempt"] = time.perf_counter() - t1
         attempt, context = _evaluate(index, s, reference, floor, loop, reused, timings)
-        loop.attempts.append(attempt)
+        loop.record(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if (
             attempt.passed
@@ -230,9 +312,10 @@ def _run_attempts(
             loop.run = context.run
         else:
             base = (attempt, context)
-        proposal = propose(context, loop.tried)
+        proposal = propose(context, loop.tried, skipped=attempt.skipped_fixes)
         if proposal is None:
             return
+        loop.propose_from(base[0], proposal.spec, proposal.rule)
         loop.tried.add(proposal.spec.signature())
         loop.current, loop.rationale, loop.rule = proposal.spec, proposal.rationale, proposal.rule
         loop.needs_run = proposal.needs_run
@@ -256,11 +339,10 @@ def _attempt_run(
         def measured() -> MLIPSpec:
             reference = reference_run.result
             reference["receptive_field"] = _field(reference_run, s)
-            spec, notes, loop.rationale, loop.receptive = _initial_spec(
-                reference, s.batch.num_atoms, s.batch.num_systems, request.spec
-            )
-            s.meta.inference_notes = notes
-            return spec
+            first = _initial_spec(reference, s, request.spec)
+            loop.take_first(first)
+            s.meta.inference_notes = first.notes
+            return first.spec
 
         first = runs.first_run(loop.current, measured)
         loop.current = first.spec

@@ -10,7 +10,9 @@ the result of a per-edge → per-atom aggregation the handlers refresh. Failing 
 halo at least one cutoff deep (a shallower one is `widen_halo`'s) are its evidence that some state
 escapes the refresh: no aggregation went through a scatter at all (a dense matrix product, a sum over
 a padded neighbour matrix), or a per-atom quantity is computed outside one (a degree counted from a
-dense distance matrix). `local`, with a halo as deep as the receptive field, needs no refresh.
+dense distance matrix). `local`, with a halo as deep as the receptive field, needs no refresh: the
+halo `halo_bounds.local_halo` derives from the measured depth and reach, and the rule is skipped when
+that halo would make the partition degenerate (`halo_bounds.to_local`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..spec import MLIPSpec
+from .halo_bounds import Skip, one_cutoff_words, to_local
 
 if TYPE_CHECKING:
     from .autofix import FixContext
@@ -37,13 +40,6 @@ def refreshed_count(handler_counts: Mapping[str, int]) -> int:
     return _counted(handler_counts, "halo_refresh[")
 
 
-def _depth(reference: Mapping[str, Any]) -> int:
-    """The larger of the declared and measured message-passing depths (at least 1)."""
-    declared = int((reference.get("wrapper") or {}).get("num_interactions") or 1)
-    measured = (reference.get("receptive_field") or {}).get("measured_depth")
-    return max(declared, int(measured or 0), 1)
-
-
 def halo_correction_to_owned_complete(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
     """`halo_correction` → `owned_complete` for a wrapper that builds its own graph (see the module
     docstring); None unless outputs fail, per-edge aggregations were corrected and the reference
@@ -58,8 +54,9 @@ def halo_correction_to_owned_complete(ctx: FixContext) -> tuple[MLIPSpec, str] |
     spec.distribution.policy.halo_width = None
     return spec, (
         "the backbone builds its own neighbour list (halo-unaware), so halo_correction double counts the edges "
-        "that cross ranks; switched scatter_mode to owned_complete: a one-cutoff halo whose rows are overwritten "
-        "by their owners' values after each aggregation (local would need a halo as deep as the receptive field)"
+        f"that cross ranks; switched scatter_mode to owned_complete: {one_cutoff_words(ctx.reference)} whose rows "
+        "are overwritten by their owners' values after each aggregation (local would need a halo as deep as the "
+        "receptive field)"
     )
 
 
@@ -71,21 +68,21 @@ def _shallow(halo: Mapping[str, Any]) -> bool:
     return float(width) + _EPS < float(required)
 
 
-def owned_complete_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
+def owned_complete_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | Skip | None:
     """`owned_complete` → `local` when outputs fail with a halo at least one cutoff deep (see the
-    module docstring); the rationale says which evidence: no refreshed aggregation, or refreshed ones
-    with outputs still off."""
+    module docstring), with the halo `halo_bounds.local_halo` derives, stated in the rationale with
+    which evidence: no refreshed aggregation, or refreshed ones with outputs still off; a `Skip` when
+    that halo would make the partition degenerate."""
     policy = ctx.spec.distribution.policy
     if policy.kind != "halo" or policy.scatter_mode != "owned_complete" or not ctx.failing:
         return None
     if _shallow(ctx.halo_completeness):
         return None  # a halo shallower than the first layer's edges: widen_halo, not another mode
-    depth = _depth(ctx.reference)
-    cutoff = (ctx.reference.get("wrapper") or {}).get("cutoff")
-    spec = ctx.spec.copy()
-    spec.distribution.policy.scatter_mode = "local"
-    spec.distribution.policy.halo_width = None
-    deep = f"{depth} × {float(cutoff):.4g} Å" if cutoff is not None else f"{depth} cutoff(s)"
+    current = ctx.halo_completeness.get("halo_width")
+    switched = to_local(ctx.spec, ctx.reference, ctx.batch, ctx.world_size, None if current is None else float(current))
+    if isinstance(switched, Skip):
+        return switched
+    spec, halo = switched
     refreshed = refreshed_count(ctx.handler_counts)
     if not refreshed:
         why = (
@@ -101,5 +98,5 @@ def owned_complete_to_local(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
         )
     return spec, (
         f"under owned_complete {why}; switched scatter_mode to local, which needs no refresh (halo as deep as "
-        f"the receptive field, {deep})"
+        f"the receptive field: {halo})"
     )
