@@ -12,6 +12,9 @@ and tabs stay. A line longer than `MAX_LINE` characters is cut, saying how much 
   report's own colours are added after, by `report.render`);
 - `for_xml(text)`: JUnit attributes and text (`UNSAFE` holds every character XML 1.0 forbids, and
   U+FFFE/U+FFFF);
+- `for_editor(text)`: the LSP diagnostics' messages and details (`lsp.diagnostics_place.make_diagnostic`);
+  the extension's report panel applies the same rule (`extension/src/safeText.ts`, its `UNSAFE` and
+  `MAX_LINE` this module's, checked by `tests/extension/safeText.test.ts` on `safe_text_corpus.json`);
 - `json_safe(value)`: a JSON-able value whose strings have their lone surrogates escaped (the rest
   is JSON's own escaping).
 
@@ -24,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_LINE", "UNSAFE", "for_terminal", "for_xml", "json_safe"]
+__all__ = ["MAX_LINE", "UNSAFE", "for_editor", "for_terminal", "for_xml", "json_safe"]
 
 UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ufffe\uffff\ud800-\udfff]"
@@ -56,6 +59,11 @@ def for_terminal(text: object) -> str:
 
 def for_xml(text: object) -> str:
     """`text` as XML 1.0 may hold it (an attribute or element text): the same escapes as the terminal."""
+    return for_terminal(text)
+
+
+def for_editor(text: object) -> str:
+    """`text` as an editor's diagnostic may show it: the same escapes and cuts as the terminal."""
     return for_terminal(text)
 
 

@@ -155,7 +155,7 @@ def _spec_fix(p: Placer, report: TraceReport, fix: Attempt, changes: list[dict[s
 
 def _helper_sites(p: Placer, h: HelperDiagnosis) -> list[locate.Location]:
     sites: list[locate.Location] = []
-    for path in p.ctx.files():
+    for path in p.files():
         text = p.ctx.text(path)
         if text is None or h.function.split(".")[-1] not in text:
             continue

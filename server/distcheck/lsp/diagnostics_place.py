@@ -1,18 +1,24 @@
 """Placing diagnostics without importing user code: `PlaceContext` (what the server knows besides the
 report) and `Placer` (the diagnostics of one placement by file, and the spans of lines, definitions,
-classes and spec members they sit on). Shared by the report, evidence and document diagnostics."""
+classes and spec members they sit on). Shared by the report, evidence and document diagnostics.
+
+`make_diagnostic` is the one place a diagnostic is made, so its rules hold for every code: user text
+shown escaped (`safe_text.for_editor`), no detail line repeating the message or an earlier line, the
+code linked to its shipped page. A target's diagnostics sit only on files that are not another
+target's own (`PlaceContext.others`): what happened in one is shown on the target's factory instead."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types
 
 from ..report import FactoryInfo, TraceReport, view
+from ..safe_text import for_editor, json_safe
 from ..spec import jsontext
 from . import locate
 from .diagnostics_codes import MESSAGE_LIMIT, code_description
@@ -26,6 +32,7 @@ __all__ = [
     "WARNING",
     "PlaceContext",
     "Placer",
+    "details",
     "first_line",
     "full_text",
     "make_diagnostic",
@@ -47,7 +54,8 @@ class PlaceContext:
     `read(path)` returns a file's text (the open buffer first) or None; `files()` lists the workspace's
     Python files for call-site and class scans. `spec_text` is the spec document's text (buffer or disk)
     or None when it does not exist. `roots` are the workspace folders, `search_dirs` where the target's
-    modules are imported from.
+    modules are imported from. `others` are the workspace's other targets' own files (their model
+    and spec files): none of this target's diagnostics is published there.
     """
 
     target: str
@@ -62,6 +70,7 @@ class PlaceContext:
     sample_file: str | None = None
     sample_name: str = "sample_batch"
     encoding: str = "utf-16"
+    others: Collection[str] = ()
     _texts: dict[str, str | None] = field(default_factory=dict)
 
     def text(self, path: str) -> str | None:
@@ -69,6 +78,12 @@ class PlaceContext:
         if path not in self._texts:
             self._texts[path] = self.read(path)
         return self._texts[path]
+
+    def foreign(self, path: str) -> bool:
+        """Is `path` another target's own file and none of this target's (its factory, sample, spec)?"""
+        key = os.path.abspath(path)
+        own = {os.path.abspath(p) for p in (self.factory_file, self.sample_file, self.spec_path) if p}
+        return key not in own and key in {os.path.abspath(p) for p in self.others}
 
 
 def first_line(text: str) -> str:
@@ -108,6 +123,24 @@ def short(message: str) -> tuple[str, str | None]:
     return cut.rstrip(" ,;:") + "…", message.strip()
 
 
+def _key(text: str) -> str:
+    return " ".join(text.split()).rstrip(" .").casefold()
+
+
+def details(said: Iterable[str], lines: Iterable[str]) -> list[str]:
+    """`lines` less the empty ones and every line whose text (case, spacing and a final full stop
+    aside) one of `said` (the message, the remedy) or an earlier kept line already holds: each detail
+    says something new."""
+    seen = [_key(text) for text in said if text]
+    kept: list[str] = []
+    for line in lines:
+        key = _key(line)
+        if key and not any(key in earlier for earlier in seen):
+            kept.append(line)
+            seen.append(key)
+    return kept
+
+
 def full_text(diagnostic: types.Diagnostic) -> str:
     """A diagnostic's whole text: its message, then each line of its related information."""
     related = [r.message for r in diagnostic.related_information or []]
@@ -127,15 +160,17 @@ def make_diagnostic(
 ) -> types.Diagnostic:
     """One `distcheck` diagnostic on `span` of the file `path`: `message` (what is wrong, one sentence
     under `MESSAGE_LIMIT` characters: cut there, the whole text then kept as evidence), the remedy
-    `todo` ("What to do: ...") and the `evidence` lines as related information at the same place, the
-    `codeDescription` linking `docs/diagnostics.md`; `data` gets its `code`."""
-    text, full = short(message)
+    `todo` ("What to do: ...") and the `evidence` lines as related information at the same place, each
+    saying something new (`details`), the `codeDescription` linking the code's shipped page
+    (`diagnostics_codes`); `data` gets its `code`. Every text is shown as `safe_text.for_editor`
+    shows it, and `data`'s strings are JSON-safe."""
+    text, full = short(for_editor(message))
     where = types.Location(uri=uri_of(path), range=_range(span))
-    lines = [full] if full is not None else []
-    lines += [e for e in evidence if e]
+    remedy = for_editor(todo) if todo else ""
+    lines = details([text, remedy], [*([full] if full is not None else []), *(for_editor(e) for e in evidence)])
+    if remedy:
+        lines.insert(0, f"What to do: {remedy}")
     related = [types.DiagnosticRelatedInformation(location=where, message=line) for line in lines]
-    if todo:
-        related.insert(0, types.DiagnosticRelatedInformation(location=where, message=f"What to do: {todo}"))
     return types.Diagnostic(
         range=_range(span),
         message=text,
@@ -144,7 +179,7 @@ def make_diagnostic(
         code_description=code_description(code),
         source=SOURCE,
         related_information=related or None,
-        data={"code": code, **data},
+        data=json_safe({"code": code, **data}),
     )
 
 
@@ -172,10 +207,22 @@ class Placer:
         evidence: Sequence[str] = (),
         **data: Any,
     ) -> None:
-        """Add a diagnostic (see `make_diagnostic`) at `span` of `path`; `data` gets the target's name."""
+        """Add a diagnostic (see `make_diagnostic`) at `span` of `path`; `data` gets the target's name.
+        On another target's file (`PlaceContext.foreign`) it goes on this target's factory instead, the
+        evidence naming the line it is about; with no factory of its own it is left out."""
         data.setdefault("target", self.ctx.target)
+        if self.ctx.foreign(path):
+            home = self.factory(None)
+            if home is None or self.ctx.foreign(home[0]):
+                return
+            seen = f"at {os.path.basename(path)} line {span.start_line + 1} (another target's file)"
+            path, span, evidence = home[0], home[1], [seen, *evidence]
         diagnostic = make_diagnostic(span, code, message, severity, data, path=path, todo=todo, evidence=evidence)
         self.out.setdefault(os.path.abspath(path), []).append(diagnostic)
+
+    def files(self) -> Iterator[str]:
+        """The workspace's Python files a scan may place on: `ctx.files()` less other targets' own."""
+        return (path for path in self.ctx.files() if not self.ctx.foreign(path))
 
     def line_span(self, path: str, line: int, start: int | None = None, end: int | None = None) -> Span:
         """Span on 1-based `line` of `path` (code-point columns; the trimmed line when not given)."""
@@ -287,7 +334,7 @@ class Placer:
             if found is not None:
                 return found
         name = parts[-1]
-        for path in self.ctx.files():
+        for path in self.files():
             text = self.ctx.text(path)
             if text is None or f"class {name}" not in text:
                 continue

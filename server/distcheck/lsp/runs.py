@@ -24,7 +24,7 @@ from pygls.exceptions import JsonRpcException
 
 from ..report import TraceReport
 from . import diagnostics, locate, trust
-from .config import TargetInfo, read_disk
+from .config import TargetInfo, load_workspace_targets, read_disk
 from .errors import AlreadyRunning, OutsideWorkspace, RequestFailed
 from .runner_client import RunCancelled, RunnerDied, RunnerError, describe_exit
 from .runner_slot import RunnerSlot
@@ -284,7 +284,15 @@ class Runs:
             factory_file=target.factory_file,
             sample_file=sample_file,
             encoding=self._server.encoding,
+            others=self._other_targets_files(target, roots),
         )
+
+    def _other_targets_files(self, target: TargetInfo, roots: list[str]) -> set[str]:
+        """The model and spec files of every target but `target`: its diagnostics are not shown there."""
+        found = [load_workspace_targets(root, self._workspace.text_of) for root in roots]
+        targets = [*(t for wt in found for t in wt.targets), *self._workspace.file_targets(found)]
+        paths = (p for t in targets if t.name != target.name for p in (t.factory_file, t.spec_path))
+        return {os.path.abspath(p) for p in paths if p}
 
     async def _finish(self, run: Run, result: Any, notice: Any) -> None:
         name = run.target.name

@@ -1,7 +1,8 @@
-"""The texts of the daemon's diagnostics: every code documented (its `codeDescription` anchor is a
-heading of docs/diagnostics.md), messages one short sentence, the remedy and the evidence in the
-related information. Checked over every report fixture (with and without a spec file, with and
-without auto-fix), over the open parts set by hand, and over the document diagnostics."""
+"""The texts of the daemon's diagnostics: every code documented (a heading of docs/diagnostics.md and
+the page the extension ships, which its `codeDescription` links), messages one short sentence, the
+remedy and the evidence in the related information, each detail line saying something new. Checked
+over every report fixture (with and without a spec file, with and without auto-fix), over the open
+parts set by hand, and over the document diagnostics."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from distcheck.lsp.diagnostics import (
     runner_error_diagnostics,
     spec_invalid_diagnostics,
 )
-from distcheck.lsp.diagnostics_codes import DOCS_URL, MESSAGE_LIMIT, code_description
-from distcheck.lsp.diagnostics_place import make_diagnostic, short
+from distcheck.lsp.diagnostics_codes import MESSAGE_LIMIT, PAGE_SCHEME, PAGES_DIR, code_description, page_path, pages
+from distcheck.lsp.diagnostics_place import details, make_diagnostic, short
 from distcheck.lsp.text import Span
 from distcheck.report import HaloCompleteness, TraceReport
 
@@ -112,10 +113,38 @@ def published() -> list[types.Diagnostic]:
 
 def test_every_code_has_a_documented_anchor() -> None:
     anchors = _anchors(DOCS.read_text(encoding="utf-8"))
-    assert set(CODES) == set(anchors) - {"diagnostics"}, "one section of docs/diagnostics.md per code, no other"
+    assert set(CODES) - anchors == set(), "one section of docs/diagnostics.md per code"
+    assert {a for a in anchors if a not in CODES} <= {"diagnostics"}, "no section of docs/diagnostics.md but a code's"
+
+
+def test_every_code_links_its_shipped_page_and_the_pages_are_up_to_date() -> None:
+    """One page per code under extension/media/diagnostics, as `pages` makes it from docs/diagnostics.md
+    (regenerate: `.venv/bin/python -m distcheck.lsp.diagnostics_codes .`), and no page of no code."""
+    wanted = pages(DOCS.read_text(encoding="utf-8"))
+    shipped = {f"{PAGES_DIR}/{p.name}": p.read_text(encoding="utf-8") for p in (ROOT / PAGES_DIR).glob("*")}
+    assert set(shipped) == set(wanted) == {page_path(code) for code in CODES}
+    for rel, text in wanted.items():
+        assert shipped[rel] == text, f"{rel} is stale: run python -m distcheck.lsp.diagnostics_codes ."
     for code in CODES:
         href = code_description(code).href
-        assert href.startswith(DOCS_URL + "#") and href.removeprefix(DOCS_URL + "#") in anchors, code
+        assert href == f"{PAGE_SCHEME}:/{page_path(code)}" and (ROOT / page_path(code)).is_file(), code
+        assert f"# distcheck: {code}\n" in wanted[page_path(code)]
+
+
+def test_a_code_without_a_section_has_no_page() -> None:
+    docs = DOCS.read_text(encoding="utf-8")
+    for code in ("halo-incomplete", "config-invalid"):
+        with pytest.raises(ValueError, match=code):
+            pages(docs.replace(f"## {code}\n", "## renamed\n"))
+
+
+def test_the_packaged_extension_keeps_the_pages() -> None:
+    """`.vscodeignore` lists what the VSIX holds (everything excluded, then kept): the pages' folder is kept
+    and nothing after that drops it again."""
+    rules = [r.strip() for r in (ROOT / ".vscodeignore").read_text().splitlines() if r.strip() and r[0] != "#"]
+    keep = [i for i, r in enumerate(rules) if r in ("!extension/media/**", f"!{PAGES_DIR}/**", f"!{PAGES_DIR}/*.md")]
+    assert keep, rules
+    assert not [r for r in rules[keep[-1] + 1 :] if not r.startswith("!") and "media" in r], rules
 
 
 def test_every_code_the_modules_publish_is_in_the_table() -> None:
@@ -146,6 +175,43 @@ def test_messages_are_one_short_sentence_with_the_remedy_related(published: list
         assert any(r.startswith("What to do: ") and len(r) > len("What to do: ") for r in related), (d.code, related)
         if str(d.code) not in QUOTING:
             assert not d.message.endswith("…"), f"{d.code}: its own message was cut: {d.message}"
+
+
+def _repeats(d: types.Diagnostic) -> list[str]:
+    """The detail lines whose text the message or an earlier line already holds."""
+    said = [" ".join(d.message.split()).rstrip(" .…").casefold()]
+    out = []
+    for r in d.related_information or []:
+        text = " ".join(r.message.removeprefix("What to do: ").split()).rstrip(" .").casefold()
+        if any(text in earlier for earlier in said):
+            out.append(r.message)
+        said.append(text)
+    return out
+
+
+def test_each_detail_line_says_something_new(published: list[types.Diagnostic]) -> None:
+    for d in published:
+        assert _repeats(d) == [], (d.code, d.message)
+
+
+@pytest.mark.parametrize(
+    ("message", "todo", "evidence", "kept"),
+    [
+        ("Output 'energy' differs.", "fix it", ["Output 'energy' differs."], ["What to do: fix it"]),
+        ("Output 'energy' differs from the reference.", None, ["differs from the reference"], []),
+        ("Boom.", "set halo_width >= 5", ["set halo_width >= 5."], ["What to do: set halo_width >= 5"]),
+        ("Boom.", None, ["rank 1 raised", "rank 1 raised", "RANK 1   raised."], ["rank 1 raised"]),
+        ("Boom.", None, ["rank 1 raised ValueError", "ValueError"], ["rank 1 raised ValueError"]),
+        ("x " * 100, None, [("x " * 100).strip()], [("x " * 100).strip()]),
+    ],
+)
+def test_a_detail_repeating_the_message_or_an_earlier_detail_is_left_out(
+    message: str, todo: str | None, evidence: list[str], kept: list[str]
+) -> None:
+    d = make_diagnostic(Span(0, 0, 0, 1), "worker-error", message, types.DiagnosticSeverity.Error, {}, path="/p/m.py",
+                        todo=todo, evidence=evidence)  # fmt: skip
+    assert [r.message for r in d.related_information or []] == kept
+    assert details(["a b"], ["", "A  B.", "c", "c", "b c d"]) == ["c", "b c d"]
 
 
 def test_related_information_sits_where_the_diagnostic_does(published: list[types.Diagnostic]) -> None:
