@@ -88,6 +88,24 @@ export interface DivergentModuleJson {
   systems?: number[];
 }
 
+/** One torch operation, named where the user's code calls it. */
+export interface DivergentOpJson {
+  op: string;
+  file: string;
+  line: number;
+  function?: string;
+  call?: number;
+  level?: "per_atom" | "small" | "per_system";
+  against?: "reference" | "ranks";
+  ranks?: number[];
+  rel_diff?: JsonNumber | null;
+  compared?: number;
+  /** Derived: written for readers in other languages, ignored when read. */
+  symbol?: string;
+  /** Derived: written for readers in other languages, ignored when read. */
+  where?: string;
+}
+
 /** Where the validated factory is defined: `file`, 1-based `line`, `qualname`. */
 export interface FactoryInfoJson {
   file?: string | null;
@@ -147,12 +165,13 @@ export interface KernelTensorJson {
   dtype: string;
 }
 
-/** `Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent` module (None: none diverged), how many module calls were `checked`, the largest relative difference among them (`max_rel_diff`) and each compared call's difference in reference call order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart). */
+/** `Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent` module (None: none diverged), how many module calls were `checked`, the largest relative difference among them (`max_rel_diff`) and each compared call's difference in reference call order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart). `first_op` is the first torch operation whose value departs from the reference (`ops.DivergentOp`: its file:line; None when none does or the attempt passed; absent in older reports). */
 export interface LayerDivergenceJson {
   first_divergent?: DivergentLayerJson | null;
   checked?: number;
   max_rel_diff?: JsonNumber | null;
   modules?: ModuleDiffJson[];
+  first_op?: DivergentOpJson | null;
   [key: string]: unknown;
 }
 
@@ -222,6 +241,7 @@ export interface RankDisagreementJson {
   max_rel: JsonNumber;
   systems?: number[];
   first_module?: DivergentModuleJson | null;
+  first_op?: DivergentOpJson | null;
   /** Derived: written for readers in other languages, ignored when read. */
   summary?: string;
 }

@@ -32,6 +32,7 @@ from distcheck.report import (
     CrashTrace,
     DeadlineReached,
     DivergentModule,
+    DivergentOp,
     Frame,
     HaloCompleteness,
     HelperDiagnosis,
@@ -180,7 +181,15 @@ def full_report() -> TraceReport:
         ],
         rank_disagreements=[
             RankDisagreement(
-                "energy", "per_graph", [0, 1], [1], 0.5, 0.1, [0], DivergentModule("a", "pkg.A", "a#0", [1], 0.5)
+                "energy",
+                "per_graph",
+                [0, 1],
+                [1],
+                0.5,
+                0.1,
+                [0],
+                DivergentModule("a", "pkg.A", "a#0", [1], 0.5),
+                first_op=DivergentOp("Tensor.matmul", "/p/m.py", 7, "Readout.forward", ranks=[0, 1], rel_diff=0.2),
             )
         ],
         rolled_back=Rollback(0, "worse"), crash_traces=[CrashTrace(1, "forward", {"halo_read": 1}, ["a#0"])],

@@ -19,6 +19,7 @@ Modules
 - `checks`: the trust-check records (`RoundoffFloor`, `ReceptiveField`, `SampleWarning`, ...);
 - `parts`: typed records of the open parts (`partition_health`, `meta`, `target`, ...);
 - `atoms`: per-atom error data of one failing output, bounded in size;
+- `ops`: the first torch operation whose value departs, with its file:line (`DivergentOp`);
 - `kernels`: what a rank saw of an undeclared `torch.ops` kernel (`KernelCall`);
 - `document`: `TraceReport` and the best-attempt rule; its docstring states the JSON promises;
 - `failures`: the per-output failure record every test runner shows;
@@ -71,6 +72,7 @@ from .model import (
     WorkerError,
     merge_unrouted,
 )
+from .ops import DivergentOp
 from .parts import (
     MAX_MODULE_DIFFS,
     DivergentLayer,
@@ -107,6 +109,7 @@ __all__ = [
     "DeadlineReached",
     "DivergentLayer",
     "DivergentModule",
+    "DivergentOp",
     "FactoryInfo",
     "Frame",
     "HaloCompleteness",

@@ -20,6 +20,7 @@ from .checks import SuspiciousOutput, SystemHealth
 from .codec import Record, wire
 from .fixes import SkippedFix, SpecFix
 from .kernels import KernelCall
+from .ops import DivergentOp
 from .parts import HaloCompleteness, LayerDivergence, PartitionHealth, view
 
 __all__ = [
@@ -276,7 +277,9 @@ class RankDisagreement(Record):
     `max_abs` is the largest difference between two ranks, `max_rel` that difference relative to the
     reference; `systems` the systems (rows of a per-graph output) where the ranks differ ([] for a
     global output); `first_module` the first module whose per-system value differs across ranks
-    (None when the layer hooks found none or did not run).
+    (None when the layer hooks found none or did not run); `first_op` the first torch operation whose
+    value departs (`ops.DivergentOp`, with its file:line; None when the op trace found none; absent in
+    older reports).
     """
 
     output: str
@@ -287,6 +290,7 @@ class RankDisagreement(Record):
     max_rel: float
     systems: list[int] = dataclasses.field(default_factory=list)
     first_module: DivergentModule | None = None
+    first_op: DivergentOp | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
     _derived = ("summary",)
 

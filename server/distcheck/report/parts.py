@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from .codec import Record, decode, slots, wire
+from .ops import DivergentOp
 from .values import _bad, _dec_free, _enc_free, _kind_of, _PathT
 
 __all__ = [
@@ -160,12 +161,16 @@ class LayerDivergence(_Open):
     """`Attempt.layer_divergence` (None when the layer diagnostic did not run): the `first_divergent`
     module (None: none diverged), how many module calls were `checked`, the largest relative
     difference among them (`max_rel_diff`) and each compared call's difference in reference call
-    order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart)."""
+    order (`modules`, at most `MAX_MODULE_DIFFS`: the panel's per-module chart). `first_op` is the
+    first torch operation whose value departs from the reference (`ops.DivergentOp`: its file:line;
+    None when none does or the attempt passed; absent in older reports).
+    """
 
     first_divergent: DivergentLayer | None = None
     checked: int = 0
     max_rel_diff: float | None = None
     modules: list[ModuleDiff] = dataclasses.field(default_factory=list, metadata=wire(omit_empty=True))
+    first_op: DivergentOp | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
 
 MAX_MODULE_DIFFS = 64

@@ -32,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..spec import CustomOp
 from . import edge_handlers, reduce_handlers
+from .autograd_functions import name_in_function, route_in_function, running_function
 from .call_args import op_positions
 from .context import RankContext
 from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
@@ -139,13 +140,17 @@ class HandlerMode(TorchFunctionMode):
                     record_unrouted(ctx, sc.label, aggregation, "python")
                     return sc.call_original()
                 ctx.count("per_system_reduce")
+                call = running_function()
+                if call is not None:
+                    name_in_function(ctx, sc.label, aggregation, call)
                 return finish(sc, result)
 
             return per_system
         if edge_handlers.is_edge_to_atom(ctx, sc):
 
             def per_atom() -> Any:
-                result = edge_handlers.edge_to_atom(ctx, sc)
+                call = running_function()
+                result = edge_handlers.edge_to_atom(ctx, sc) if call is None else route_in_function(ctx, sc, call)
                 if result is None:
                     record_unrouted(ctx, sc.label, "per_edge_to_per_atom", "python")
                     return sc.call_original()

@@ -19,6 +19,7 @@ policy's assumption, and a model that breaks it gives wrong numbers near the dom
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -26,7 +27,16 @@ from .context import RankContext
 from .exchange import all_reduce_max, all_reduce_min, all_reduce_sum, halo_forward, halo_reverse
 from .scatter_ops import Scatter
 
-__all__ = ["REFRESH_MODES", "combine_copies", "edge_to_atom", "is_edge_to_atom", "refresh_owned"]
+__all__ = [
+    "REFRESH_MODES",
+    "Exchange",
+    "combine_copies",
+    "count_route",
+    "edge_to_atom",
+    "is_edge_to_atom",
+    "linear_exchange",
+    "refresh_owned",
+]
 
 REFRESH_MODES = ("halo_correction", "owned_complete")
 """The scatter modes whose per-edge → per-atom aggregations the handlers complete on every rank."""
@@ -53,14 +63,49 @@ def combine_copies(ctx: RankContext, x: torch.Tensor, op: str) -> torch.Tensor:
     return (all_reduce_max(buf, ctx) if op == "max" else all_reduce_min(buf, ctx))[ids]
 
 
+Exchange = Callable[[torch.Tensor], torch.Tensor]
+"""A handler's map of this rank's own aggregate to the aggregate it returns."""
+
+
+def linear_exchange(ctx: RankContext, sc: Scatter) -> tuple[torch.Tensor, Exchange] | None:
+    """`(local, exchange)`: this rank's own aggregate of `sc` and the map the handler applies to it, when
+    that map is linear in it (so `runtime.autograd_functions` can take its adjoint): any reduce under
+    `owned_complete` (a refresh), a sum under `halo_correction`; None otherwise (mean, amax, amin, prod
+    combine copies nonlinearly). The handler's result is `exchange(local)`; nothing is counted here."""
+    target, index, src = sc.target, sc.index, sc.src
+    if ctx.scatter_mode == "owned_complete":
+        # on a copy: an in-place form later writes the result into the target, which autograd may have saved
+        local = target.clone().scatter_reduce(0, index, src, sc.reduce, include_self=sc.include_self)
+        return local, lambda p: halo_forward(p, ctx)
+    if sc.reduce != "sum":
+        return None
+    zero = torch.zeros_like(target)
+    local = zero.scatter_add(0, index, src)
+    if sc.include_self:
+        return local, lambda p: halo_forward(target + halo_reverse(p, ctx), ctx)
+    count = combine_copies(ctx, zero.scatter_add(0, index, torch.ones_like(src)), "sum")
+    return local, lambda p: torch.where(count > 0, combine_copies(ctx, p, "sum"), target)
+
+
+def count_route(ctx: RankContext, sc: Scatter) -> None:
+    """Count one routed per-edge → per-atom `sc` under its handler's name."""
+    if ctx.scatter_mode == "owned_complete":
+        ctx.count(f"halo_refresh[{sc.name}]")
+        ctx.count("halo_read")
+        return
+    ctx.count(f"halo_scatter_correction[{sc.name}]")
+    if sc.reduce == "sum" and sc.include_self:
+        ctx.count("halo_read")
+
+
 def refresh_owned(ctx: RankContext, sc: Scatter) -> torch.Tensor:
     """`owned_complete`: `sc` computed on this rank's rows (complete for owned atoms), then every halo
     row overwritten by its owner's value (differentiable; see the module docstring)."""
-    ctx.count(f"halo_refresh[{sc.name}]")
-    ctx.count("halo_read")
-    # on a copy: an in-place form later writes the result into the target, which autograd may have saved
-    local = sc.target.clone().scatter_reduce(0, sc.index, sc.src, sc.reduce, include_self=sc.include_self)
-    return halo_forward(local, ctx)
+    count_route(ctx, sc)
+    found = linear_exchange(ctx, sc)
+    assert found is not None  # every reduce has one under owned_complete
+    local, exchange = found
+    return exchange(local)
 
 
 def edge_to_atom(ctx: RankContext, sc: Scatter) -> torch.Tensor | None:
@@ -68,19 +113,18 @@ def edge_to_atom(ctx: RankContext, sc: Scatter) -> torch.Tensor | None:
     `halo_correction` (a product of partials has no exchange here)."""
     if ctx.scatter_mode == "owned_complete":
         return refresh_owned(ctx, sc)
-    ctx.count(f"halo_scatter_correction[{sc.name}]")
-    target, index, src = sc.target, sc.index, sc.src
-    zero = torch.zeros_like(target)
-    if sc.reduce == "sum" and sc.include_self:
-        ctx.count("halo_read")
-        return halo_forward(target + halo_reverse(zero.scatter_add(0, index, src), ctx), ctx)
+    count_route(ctx, sc)
     if sc.reduce not in ("sum", "mean", "amax", "amin"):
         return None
+    found = linear_exchange(ctx, sc)
+    if found is not None:
+        local, exchange = found
+        return exchange(local)
+    target, index, src = sc.target, sc.index, sc.src
+    zero = torch.zeros_like(target)
     count = combine_copies(ctx, zero.scatter_add(0, index, torch.ones_like(src)), "sum")
-    if sc.reduce in ("sum", "mean"):
+    if sc.reduce == "mean":
         total = combine_copies(ctx, zero.scatter_add(0, index, src), "sum")
-        if sc.reduce == "sum":
-            return torch.where(count > 0, total, target)
         if sc.include_self:
             return (target + total) / (count + 1)
         return torch.where(count > 0, total / count.clamp(min=1), target)

@@ -45,6 +45,7 @@ from .errors import nan_hint
 from .health import halo_completeness, partition_health
 from .layers import compare_layers
 from .model_identity import factory_mismatch
+from .op_trace import name_first_ops
 from .outputs import OutputProblem, nonfinite_counts, output_error, problem_from_error, rank_problems
 from .receptive import effective_depth
 from .replicas import check_replicas
@@ -164,6 +165,10 @@ def evaluate_run(
             phase="forward",
             frames=[],
             hint=hint,
+        )
+    if not passed and opts["layer_diagnostic"]:  # the line the divergence starts at
+        name_first_ops(
+            layer, disagreements, reference, run.instrumentation, strictest(opts["atol"]), strictest(opts["rtol"])
         )
     attempt = Attempt(
         index=index,

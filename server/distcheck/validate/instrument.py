@@ -50,8 +50,9 @@ class RankInstrumentation:
         return {"modules": [str(m) for m in returned[-MAX_RETURNED:]]}
 
     def collect(self) -> dict[str, Any]:
-        """Helper calls and layer records of this rank."""
+        """Helper calls, layer records and the op trace of this rank."""
         return {
             "helpers": self.tracer.collect() if self.tracer else {"calls": {}, "skipped": []},
             "layers": self.layers.collect() if self.layers else [],
+            "ops": self.layers.op_records() if self.layers else {},
         }

@@ -23,13 +23,15 @@ import torch
 from ..report import MAX_MODULE_DIFFS, DivergentLayer, LayerDivergence, ModuleDiff
 from ..runtime import pristine as P
 from ..runtime.context import current_context
+from ..runtime.op_trace import OpTracer
 
 __all__ = ["LayerRecorder", "compare_layers", "held_modules"]
 
 
 class LayerRecorder:
     """Hooks every sub-module `model` holds (see `held_modules`); records in call order. `returned` names every module
-    whose forward returned, in call order, whatever its output (what a crash report shows)."""
+    whose forward returned, in call order, whatever its output (what a crash report shows). `ops` traces
+    the torch operations of the same forward (`runtime.op_trace`), read with `op_records`."""
 
     def __init__(self, model: Any, rows: int, num_systems: int, owned_mask: torch.Tensor | None = None) -> None:
         self.model = model
@@ -39,6 +41,7 @@ class LayerRecorder:
         self.records: list[dict[str, Any]] = []
         self.returned: list[str] = []
         self._seen: dict[str, int] = {}
+        self.ops = OpTracer(rows, num_systems, owned_mask)
 
     def _hook(self, name: str, module: Any) -> Any:
         def hook(mod: Any, inputs: Any, output: Any) -> None:
@@ -75,7 +78,7 @@ class LayerRecorder:
 
     @contextmanager
     def attached(self) -> Iterator[LayerRecorder]:
-        """Hooks installed for the block, removed afterwards."""
+        """Hooks installed and the op trace on for the block, both removed afterwards."""
         handles = []
         for name, module in held_modules(self.model):
             try:
@@ -83,7 +86,8 @@ class LayerRecorder:
             except (RuntimeError, AttributeError):  # some scripted modules refuse Python hooks
                 continue
         try:
-            yield self
+            with self.ops:
+                yield self
         finally:
             for h in handles:
                 h.remove()
@@ -91,6 +95,10 @@ class LayerRecorder:
     def collect(self) -> list[dict[str, Any]]:
         """The records, in call order."""
         return self.records
+
+    def op_records(self) -> dict[str, Any]:
+        """The op trace: `{"ops": [...], "truncated": bool}` (`runtime.op_trace.OpTracer.collect`)."""
+        return self.ops.collect()
 
 
 _MAX_DEPTH = 4

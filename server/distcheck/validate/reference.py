@@ -212,6 +212,7 @@ def reference_body(job: dict[str, Any]) -> tuple[dict[str, Any], FieldProbe]:
         "neighbor_cutoffs": neighbor_cutoffs,
         "helpers": tracer.collect(),
         "layers": layers.collect(),
+        "ops": layers.op_records(),
         "wrapper": info,
         "weights": weights,
         "factory_frame": _factory_frame(factory),
