@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..safe_text import for_terminal
+from ..spec.edit import describe_change
 from .atoms import describe_index
 from .checks import receptive_line, suspicious_line
 from .parts import LayerDivergence
@@ -195,6 +196,11 @@ class _Renderer:
         if a.rolled_back is not None:
             text = f"rolled back to attempt {a.rolled_back.to_attempt + 1}: {a.rolled_back.reason}"
             self.add(self.paint("rolled back:", "yellow") + " " + _clean(text, one_line=True), 2)
+        for f in a.fixes:
+            text = f"{f.rule}: {describe_change(f.edit())}"
+            self.add(self.paint("fix:", "yellow") + " " + _clean(text, one_line=True), 2)
+        for skip in a.skipped_fixes:
+            self.add(self.paint("not tried:", "yellow") + " " + _clean(f"{skip.rule}: {skip.reason}", one_line=True), 2)
         if a.error is not None:
             self.render_error(a.error)
         for c in a.crash_traces:
