@@ -33,6 +33,8 @@ The handlers:
 - `kernel_calls`: an undeclared `torch.ops` kernel read off its shapes;
 - `observer`: `ScatterObserver`, below autograd: aggregations no handler saw;
 - `unrouted`: naming what no handler routed, with its source location;
+- `autograd_functions`: aggregations inside the user's `torch.autograd.Function`s, routed exactly or named;
+- `function_mark`: how an unrouted record names such a Function (no torch);
 - `torchscript`: whether a rank runs TorchScript compiled or as Python;
 - `consolidate`: per-rank outputs → global outputs, per output kind.
 

@@ -19,13 +19,13 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .context import RankContext
 
-__all__ = ["aten_kind", "record_unrouted", "user_frame"]
+__all__ = ["Site", "aten_kind", "record_unrouted", "user_frame"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -37,6 +37,17 @@ def _internal(path: str) -> bool:
         return True
     full = os.path.abspath(path)
     return full.startswith(_TORCH_DIR) or full.startswith(_DISTCHECK_DIR)
+
+
+class Site(NamedTuple):
+    """Where an op ran, found by the caller while it ran: the op's `file`/`line` and `function`, and
+    the user's line that called into the code holding it (`call_file`/`call_line`, or None)."""
+
+    file: str | None
+    line: int | None
+    function: str | None
+    call_file: str | None = None
+    call_line: int | None = None
 
 
 def user_frame(start: FrameType | None) -> FrameType | None:
@@ -66,6 +77,7 @@ def record_unrouted(
     roots: Sequence[Any] = (),
     function: str | None = None,
     kernel: dict[str, Any] | None = None,
+    site: Site | None = None,
 ) -> None:
     """Count one unrouted aggregation in `ctx.unrouted`.
 
@@ -75,19 +87,22 @@ def record_unrouted(
     location; found, the origin becomes `"torchscript"`. `function` names the function holding the op
     when the caller knows it (an undeclared `torch.ops` kernel); `kernel` is such a kernel's call record
     (`report.KernelCall` fields: roles, shapes, ready entry), kept from its first call at that line.
+    `site`, when given, is the location as found earlier (the op ran before this record is made).
     """
-    user = user_frame(frame if frame is not None else sys._getframe(1))
-    file = os.path.abspath(user.f_code.co_filename) if user is not None else None
-    line = user.f_lineno if user is not None else None
+    user = None if site is not None else user_frame(frame if frame is not None else sys._getframe(1))
+    if site is None:
+        qualname = user.f_code.co_qualname if user is not None else None
+        site = Site(os.path.abspath(user.f_code.co_filename) if user is not None else None, _line(user), qualname)
+    file, line = site.file, site.line
     entry: dict[str, Any] = {
         "op": op,
         "aggregation": aggregation,
         "origin": origin,
         "file": file,
         "line": line,
-        "function": function or (user.f_code.co_qualname if user is not None else None),
-        "call_file": None,
-        "call_line": None,
+        "function": function or site.function,
+        "call_file": site.call_file,
+        "call_line": site.call_line,
     }
     if kernel is not None:
         entry["kernel"] = kernel
@@ -111,6 +126,10 @@ def record_unrouted(
         ctx.unrouted[key] = {**entry, "count": 1}
     else:
         found["count"] += 1
+
+
+def _line(frame: FrameType | None) -> int | None:
+    return frame.f_lineno if frame is not None else None
 
 
 # -- TorchScript call sites -------------------------------------------------------------------------

@@ -46,6 +46,7 @@ Auto-fix and the report's advice:
 
 - `autofix`: the rule-based spec mutations, in order (`RULES`);
 - `custom_op_rule`: the `declare_custom_ops` rule for undeclared `torch.ops` kernels (not in `RULES` yet);
+- `function_rule`: the `function_to_local` rule for aggregations inside a `torch.autograd.Function`;
 - `owned_complete`: the rules into and out of scatter mode `owned_complete`;
 - `halo_bounds`: how far a halo may be widened; the rule back from `local` for edge virials;
 - `rollback`: rolling back a mutation that made the comparison worse;

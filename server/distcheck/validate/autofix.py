@@ -20,6 +20,7 @@ from ..runtime import pristine as P
 from ..runtime.run_result import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
 from .diff import compare_output
+from .function_rule import function_to_local
 from .halo_bounds import Skip, edge_virial_to_halo_correction, to_local, widened_halo
 from .owned_complete import halo_correction_to_owned_complete, owned_complete_to_local
 from .unrouted import describe, eager_remedy_applies
@@ -289,6 +290,7 @@ RULES: tuple[Rule, ...] = (
     Rule("switch_per_node_consolidation", False, _switch_per_node),
     Rule("declare_helper_adapter", True, _declare_helpers),
     Rule("enable_system_reductions", True, _enable_system_reductions),
+    Rule("function_to_local", True, function_to_local, needs_agreeing_ranks=True),
     # a self-built graph: the one-cutoff refresh first, local (halo as deep as the field) when it fails
     Rule("halo_correction_to_owned_complete", True, halo_correction_to_owned_complete, needs_agreeing_ranks=True),
     Rule("halo_correction_to_local", True, _halo_correction_to_local, needs_agreeing_ranks=True),

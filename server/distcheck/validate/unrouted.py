@@ -1,7 +1,8 @@
 """What to say and do about unrouted aggregations (`report.UnroutedOp`): the lines `next_action` puts
 first, the evidence the `run_torchscript_eagerly` auto-fix rule fires on, and the ready
 `custom_ops` entries of undeclared kernels (`custom_op_entries`, which the `declare_custom_ops` rule
-adds and the daemon's quick fix inserts). Imports no torch (the daemon renders `next_action`)."""
+adds and the daemon's quick fix inserts), and the advice for aggregations inside the user's own
+`torch.autograd.Function` (`function_action`). Imports no torch (the daemon renders `next_action`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Attempt, UnroutedOp
+from ..runtime.function_mark import function_of
 from ..spec import MLIPSpec
 
-__all__ = ["custom_op_entries", "describe", "eager_remedy_applies", "unrouted_action"]
+__all__ = ["custom_op_entries", "describe", "eager_remedy_applies", "function_action", "unrouted_action"]
 
 _SHOWN = 3
 
@@ -104,12 +106,47 @@ def _advice(spec: MLIPSpec, unrouted: Sequence[UnroutedOp]) -> str:
     return "; ".join(steps)
 
 
+def function_action(spec: MLIPSpec, inside: Sequence[UnroutedOp]) -> str:
+    """What to say about aggregations routed inside the forward of the user's `torch.autograd.Function`
+    whose hand-written backward misses their exchange (`runtime.autograd_functions`): which Function,
+    where, and the step that makes its gradients right."""
+    classes = ", ".join(dict.fromkeys(function_of(u.function) or "?" for u in inside))
+    shown = "; ".join(describe(u) for u in inside[:_SHOWN])
+    more = f"; and {len(inside) - _SHOWN} more" if len(inside) > _SHOWN else ""
+    steps = []
+    if (
+        any(u.aggregation == "per_edge_to_per_atom" for u in inside)
+        and spec.distribution.policy.scatter_mode != "local"
+    ):
+        steps.append(
+            'set distribution.policy.scatter_mode to "local" with a halo as deep as the receptive field (each '
+            "rank then computes these aggregations whole, nothing crosses ranks inside the Function), or write "
+            "the aggregation as a sum (index_add, scatter_add) whose backward gathers the gradient by the same "
+            "index (index_select, [index], gather), which distcheck routes exactly"
+        )
+    if any(u.aggregation != "per_edge_to_per_atom" for u in inside):
+        steps.append(
+            "move the per-system reduction out of the Function (reduce its per-atom output after apply), where "
+            "the runtime routes it with its gradient"
+        )
+    return (
+        f"FAIL — the backward of {classes} (torch.autograd.Function) is its own code, so the exchange distcheck "
+        f"adds to the aggregations in its forward is missing from the gradients (the values are exact): "
+        f"{shown}{more}; " + "; ".join(steps)
+    )
+
+
 def unrouted_action(attempt: Attempt) -> list[str]:
     """The lines that lead `next_action` when `attempt` failed with unrouted aggregations ([] when it
-    has none): what ran unseen, where, and the step that routes it."""
-    ops = attempt.unrouted
-    if not ops or attempt.passed:
+    has none): what ran unseen, where, and the step that routes it; aggregations inside a
+    `torch.autograd.Function` first (`function_action`)."""
+    if not attempt.unrouted or attempt.passed:
         return []
+    inside = [u for u in attempt.unrouted if function_of(u.function) is not None]
+    ops = [u for u in attempt.unrouted if function_of(u.function) is None]
+    lines = [function_action(attempt.spec, inside)] if inside else []
+    if not ops:
+        return lines
     total = sum(u.count for u in ops)
     shown = "; ".join(describe(u) for u in ops[:_SHOWN])
     more = f"; and {len(ops) - _SHOWN} more" if len(ops) > _SHOWN else ""
@@ -118,4 +155,4 @@ def unrouted_action(attempt: Attempt) -> list[str]:
         f"{'them' if total != 1 else 'it'}, so each rank computed a partial: {shown}{more}; "
         + _advice(attempt.spec, ops)
     )
-    return [head]
+    return [*lines, head]

@@ -1,0 +1,250 @@
+"""Aggregations inside the user's own `torch.autograd.Function`s: routed exactly, or named.
+
+A Function's forward runs with autograd off and its backward is the user's code. The handlers route an
+aggregation inside the forward as anywhere else, so the values are exact, but the exchange they add
+is in no autograd graph: the user's backward computes this rank's local adjoint, and the gradients
+that cross ranks are lost (forces off near the domain boundaries, energies exact).
+
+`running_function` finds, from the Python stack, the Function whose forward is running (any subclass
+of `torch.autograd.Function`, by its `apply` and its ctx, never by name). `route_in_function` then
+routes a per-edge → per-atom aggregation and records it on the Function's ctx, whose backward runs
+under `AdjointMode`:
+
+- **exact** when the handler's map of this rank's aggregate is linear (`edge_handlers.linear_exchange`:
+  a sum under `halo_correction`, any reduce under `owned_complete`): the user's backward gathers the
+  aggregated gradient by the aggregation's index (`index_select`, `[index]`, `gather`,
+  `take_along_dim`: the adjoint of a scatter), and that gather's source, a tensor computed from the
+  incoming gradients, is first put through the exchange's adjoint, computed by autograd on the
+  handler's own exchange. Counted as the handler counts it anywhere else.
+- **named** otherwise, when the backward runs: an aggregation whose exchange is not linear, or whose
+  gather the backward never made (it computes the adjoint another way). It is recorded as unrouted
+  at the op's line in the Function's forward (`function_mark.function_label`), called from the line
+  that applied the Function. A per-system reduction inside a Function is named the same way
+  (`name_in_function`). An aggregation inside a Function whose inputs need no gradient (forward only)
+  is exact as routed and named nowhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.autograd.function import BackwardCFunction
+from torch.overrides import TorchFunctionMode
+
+from . import edge_handlers
+from .context import RankContext
+from .function_mark import function_label
+from .scatter_ops import Scatter
+from .unrouted import Site, record_unrouted, user_frame
+
+__all__ = ["AdjointMode", "FunctionCall", "name_in_function", "route_in_function", "running_function"]
+
+_APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
+_RECORDS = "_distcheck_function_records"
+_T = torch.Tensor
+_GATHERS = {torch.index_select, _T.index_select, _T.__getitem__, torch.gather, _T.gather, torch.take_along_dim}
+_GATHERS |= {_T.take_along_dim}
+
+
+@dataclass
+class FunctionCall:
+    """The user's Function whose forward is running: its class, its ctx (None for a Function with
+    `setup_context`, whose forward gets none), whether any input needs a gradient, and where it was
+    applied (the user's line)."""
+
+    cls: type
+    ctx: Any
+    needs_grad: bool
+    call_file: str | None
+    call_line: int | None
+
+
+def running_function() -> FunctionCall | None:
+    """The innermost `torch.autograd.Function` whose forward is running in this thread, or None.
+
+    A forward runs with grad mode off, under `Function.apply` (its frame holds the class); its ctx is
+    the forward's first argument, an instance of the class's backward node."""
+    if torch.is_grad_enabled():
+        return None
+    frame: FrameType | None = sys._getframe(1)
+    ctx = None
+    while frame is not None:
+        code = frame.f_code
+        if code is _APPLY:
+            cls = frame.f_locals.get("cls")
+            if not isinstance(cls, type):
+                return None
+            args = frame.f_locals.get("args", ())
+            needs = any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+            ctx = ctx if ctx is not None and getattr(type(ctx), "_forward_cls", None) is cls else None
+            caller = user_frame(frame.f_back)
+            file = os.path.abspath(caller.f_code.co_filename) if caller is not None else None
+            return FunctionCall(cls, ctx, needs, file, caller.f_lineno if caller is not None else None)
+        if code.co_name == "forward" and code.co_argcount >= 1 and ctx is None:
+            first = frame.f_locals.get(code.co_varnames[0])
+            if isinstance(first, BackwardCFunction):
+                ctx = first
+        frame = frame.f_back
+    return None
+
+
+@dataclass
+class _Record:
+    """One routed aggregation inside a Function's forward, as its backward needs it."""
+
+    rank: RankContext
+    label: str
+    aggregation: str
+    site: Site
+    rows: torch.Tensor | None  # the 1-D index of source rows (None: named, no exact adjoint)
+    num_rows: int = 0
+    exchange: Callable[[torch.Tensor], torch.Tensor] | None = None
+    gathered: bool = False
+
+
+def _site(call: FunctionCall) -> Site:
+    user = user_frame(sys._getframe(1))
+    file = os.path.abspath(user.f_code.co_filename) if user is not None else None
+    line = user.f_lineno if user is not None else None
+    return Site(file, line, function_label(call.cls.__qualname__), call.call_file, call.call_line)
+
+
+def route_in_function(ctx: RankContext, sc: Scatter, call: FunctionCall) -> torch.Tensor | None:
+    """The handler's result of the per-edge → per-atom `sc` inside `call`'s forward (None where the
+    handler has none), with what the backward needs recorded on the Function's ctx."""
+    found = edge_handlers.linear_exchange(ctx, sc) if call.ctx is not None else None
+    if found is None:
+        result = edge_handlers.edge_to_atom(ctx, sc)
+        if result is not None:
+            name_in_function(ctx, sc.label, "per_edge_to_per_atom", call)
+        return result
+    edge_handlers.count_route(ctx, sc)
+    local, exchange = found
+    if call.needs_grad:
+        site = _site(call)
+        record = _Record(ctx, sc.label, "per_edge_to_per_atom", site, sc.rows_index, int(local.shape[0]), exchange)
+        _attach(call.ctx, record)
+    return exchange(local)
+
+
+def name_in_function(ctx: RankContext, label: str, aggregation: str, call: FunctionCall) -> None:
+    """Record the routed `label` inside `call`'s forward to be named when its backward runs (at once
+    for a Function without a ctx, if an input needs a gradient; never when none does)."""
+    if not call.needs_grad:
+        return
+    record = _Record(ctx, label, aggregation, _site(call), None)
+    if call.ctx is None:
+        _name(record)
+    else:
+        _attach(call.ctx, record)
+
+
+def _name(record: _Record) -> None:
+    record_unrouted(record.rank, record.label, record.aggregation, "python", site=record.site)
+
+
+def _attach(fctx: Any, record: _Record) -> None:
+    records = fctx.__dict__.get(_RECORDS)
+    if records is None:
+        records = fctx.__dict__[_RECORDS] = []
+        # the engine calls the node's `apply`: this instance's runs the class's under AdjointMode
+        fctx.apply = functools.partial(_backward, weakref.ref(fctx))
+    records.append(record)
+
+
+def _backward(ref: weakref.ref[Any], *grads: Any) -> Any:
+    fctx = ref()
+    if fctx is None:
+        raise RuntimeError("distcheck: a torch.autograd.Function's backward ran after its node was freed")
+    records: list[_Record] = fctx.__dict__.get(_RECORDS, [])
+    with AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)]):
+        out = type(fctx).apply(fctx, *grads)
+    for record in records:
+        if record.rows is None or not record.gathered:
+            _name(record)
+    return out
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[int, torch.Tensor] | None:
+    """`(position of the source, 1-D row index)` of a gather along dim 0, or None."""
+    names = ("input", "index") if func is _T.__getitem__ else ("input", "dim", "index")
+    if func in (torch.take_along_dim, _T.take_along_dim):
+        names = ("input", "indices", "dim")
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    source, index = a.get("input"), a.get("index", a.get("indices"))
+    if func is _T.__getitem__:
+        if isinstance(index, tuple) and index and all(k in (slice(None), Ellipsis) for k in index[1:]):
+            index = index[0]
+    elif a.get("dim") not in (0, -getattr(source, "ndim", 1)):
+        return None
+    if not isinstance(source, torch.Tensor) or source.ndim == 0 or not isinstance(index, torch.Tensor):
+        return None
+    if index.dtype in (torch.bool, torch.uint8) or index.is_floating_point() or index.ndim == 0:
+        return None
+    rows = index if index.ndim == 1 else index.reshape(index.shape[0], -1)[:, 0]
+    return 0, rows
+
+
+class AdjointMode(TorchFunctionMode):
+    """Runs a Function's backward: the gather of a gradient by a recorded aggregation's index reads
+    the exchange's adjoint of that gradient (see the module docstring)."""
+
+    def __init__(self, records: Sequence[_Record], grads: Sequence[torch.Tensor]) -> None:
+        super().__init__()
+        self.records = [r for r in records if r.rows is not None and r.exchange is not None]
+        # by identity, each tensor kept alive while the backward runs (so no id is reused)
+        self.from_grads: dict[int, torch.Tensor] = {id(g): g for g in grads}
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        derived = any(id(t) in self.from_grads for t in _tensors(args) + _tensors(list(kwargs.values())))
+        if func in _GATHERS and self.records and derived:
+            args = self._adjoint(func, args, kwargs)
+        out = func(*args, **kwargs)
+        if derived:
+            self.from_grads.update((id(t), t) for t in _tensors(out))
+        return out
+
+    def _adjoint(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Sequence[Any]:
+        found = _gather_rows(func, args, kwargs)
+        if found is None or not args:
+            return args
+        source, rows = args[0], found[1]
+        if not isinstance(source, torch.Tensor) or id(source) not in self.from_grads:
+            return args
+        for record in self.records:
+            assert record.rows is not None and record.exchange is not None
+            if int(source.shape[0]) != record.num_rows or rows.shape != record.rows.shape:
+                continue
+            if not torch.equal(rows, record.rows.to(rows.device)):
+                continue
+            record.gathered = True
+            return (_exchange_adjoint(record.exchange, source), *args[1:])
+        return args
+
+
+def _exchange_adjoint(exchange: Callable[[torch.Tensor], torch.Tensor], grad: torch.Tensor) -> torch.Tensor:
+    """`J^T grad` for the linear `exchange` (its Jacobian `J`), by autograd through the exchange itself."""
+    with torch.enable_grad():
+        p = torch.zeros_like(grad).detach().requires_grad_(True)
+        (out,) = torch.autograd.grad(exchange(p), p, grad, create_graph=grad.requires_grad)
+    return out

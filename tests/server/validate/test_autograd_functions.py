@@ -1,0 +1,68 @@
+"""Aggregations inside the user's own `torch.autograd.Function` (issue 32 item 5).
+
+The class of mistake: a Function's forward runs with autograd off and its backward is the user's, so
+the exchange the handlers add to an aggregation in the forward is in no autograd graph; energies
+match, forces do not, and the cause was blamed on "a per-atom quantity computed outside those
+aggregations". Every linear shape (one aggregation per layer by `index_add_` with an `index_select`
+backward, the whole message step with a hand-written backward, `scatter_add` with a `torch.gather`
+backward) now passes at attempt 1 to round-off; a forward-only use passes as before; an aggregation
+with no exact adjoint (`amax`) is named with the Function's class and its file:line and passes after the
+`function_to_local` fix. Models: `examples/accuracy/autograd_function.py` (180 atoms, world size 2).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import pytest
+
+from distcheck import validate_on_cpu
+from distcheck.runtime.function_mark import function_label, function_of
+from examples.accuracy import autograd_function as models
+
+pytestmark = pytest.mark.procs
+
+OPTIONS: dict[str, Any] = {"world_size": 2, "timeout_sec": 60.0}
+TARGET = os.path.abspath(models.__file__)
+
+
+def _line_of(cls: type, text: str) -> int:
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("form", ["layer", "block", "scatter_add", "energy_only"])
+def test_linear_aggregations_inside_a_function_route_exactly(form: str) -> None:
+    """Values and forces to round-off at attempt 1, nothing named, whatever the Function wraps."""
+    report = validate_on_cpu(f"{TARGET}:{form}_factory", models.sample_batch(), auto_fix=False, **OPTIONS)
+    first = report.attempts[0]
+    assert first.passed, report.next_action
+    assert first.unrouted == []
+    assert max(first.max_abs_diff.values()) < 1e-12, first.max_abs_diff
+    assert any(k.startswith("halo_scatter_correction") for k in first.handler_counts)
+
+
+def test_an_aggregation_with_no_exact_adjoint_is_named_and_fixed() -> None:
+    """`amax` inside a Function: named at its line in the forward with the class, called from the
+    apply line; the `function_to_local` fix (named in its rationale) passes."""
+    report = validate_on_cpu(f"{TARGET}:amax_factory", models.sample_batch(), **OPTIONS)
+    first = report.attempts[0]
+    assert not first.passed and first.verdicts["energy"].passed and not first.verdicts["forces"].passed
+    (op,) = first.unrouted
+    assert function_of(op.function) == "EdgeMax"
+    assert (op.file, op.line) == (TARGET, _line_of(models.EdgeMax, 'out.scatter_reduce(0, index, messages, "amax"'))
+    assert (op.call_file, op.call_line) == (TARGET, _line_of(models.FunctionMPNN, "_LAYER[self.form].apply("))
+    assert op.aggregation == "per_edge_to_per_atom"
+    fixed = report.attempts[-1]
+    assert fixed.passed and fixed.rule == "function_to_local", [a.rule for a in report.attempts]
+    assert "EdgeMax (torch.autograd.Function)" in fixed.rationale
+    assert fixed.spec.distribution.policy.scatter_mode == "local"
+
+
+def test_the_function_label_round_trips() -> None:
+    """The label the runtime writes names the class the advice reads back; other labels name none."""
+    assert function_of(function_label("Outer.Inner")) == "Outer.Inner"
+    assert function_of("EdgeMax.forward") is None
+    assert function_of(None) is None
