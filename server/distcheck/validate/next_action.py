@@ -5,17 +5,26 @@ partition makes any verdict meaningless), worker errors (with what a crashed ran
 unrouted aggregations, halo coverage, undeclared helpers, ranks that disagree on a replicated output,
 the auto-fix that worked, then the layer verdict; with none of these, "cause unknown" and what was
 checked (`evidence.py`), never a generic list of spec fields. Attempts that were rolled back say so.
+
+The advice is read off the attempts: a remedy auto-fix tried and rolled back is never advised again
+(the line says it was tried), an adapter the user declared that does not make its helper agree is
+named as the cause, a fix skipped because its halo would be degenerate says why (`report.SkippedFix`),
+and every ready remedy (a helper adapter, a `custom_ops` entry, the receptive field's depth or cutoff
+from `field_advice.field_remedy`) is listed with the exact spec text to write, each once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from ..report import Attempt, DeadlineReached, TraceReport, WorkerError, tolerance_for
+from ..report import Attempt, DeadlineReached, HelperDiagnosis, TraceReport, WorkerError, tolerance_for
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
+from .field_advice import field_remedy
 from .trust_action import suspicious_head, trust_lines
-from .unrouted import unrouted_action
+from .unrouted import custom_op_entries, eager_remedy_applies, unrouted_action
 
 __all__ = ["next_action"]
 
@@ -124,7 +133,8 @@ def _verdict_action(report: TraceReport) -> str:
         return "\n".join([head, *degenerate[1:], *trust_lines(report)])
     if best.error is not None and not best.verdicts:
         return "\n".join([_error_action(best.error), *crash_lines(best)])
-    lines += unrouted_action(best)  # what ran unseen comes before any other cause: it voids them
+    rolled = _rolled_back(report)
+    lines += _unrouted_lines(best, rolled)  # what ran unseen comes before any other cause: it voids them
     if best.passed:
         head = f"OK — all {len(best.verdicts)} outputs match the single-process run at world_size {meta.world_size}"
         if report.fix_applied:
@@ -138,12 +148,11 @@ def _verdict_action(report: TraceReport) -> str:
     ruled_out = _halo_ruled_out(report, best)
     if halo.matches is False and ruled_out is None:
         lines.append(f"FAIL — halo too shallow: {halo.interpretation}")
-    gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy]
+    if not lines:
+        lines += _declared_helper_lines(best)
+    gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy and not h.already_wrapped]
     if gaps and not lines:
-        remedy = json.dumps(gaps[0].likely_remedy)
-        lines.append(
-            f"FAIL — undeclared per-system helper {gaps[0].qualname}: add {remedy} to distribution.third_party_helpers"
-        )
+        lines.append(_helper_head(gaps[0], rolled.get("declare_helper_adapter")))
     if best.error is not None and not lines:  # a NaN on a rank says more than the disagreement it causes
         lines.append(f"FAIL — {best.error.hint}")
     split = disagreement_head(best)
@@ -154,6 +163,11 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(suspicious)
     if best.error is not None and not lines:
         lines.append(f"FAIL — {best.error.hint}")
+    skipped = [s for a in report.attempts for s in a.skipped_fixes]
+    skip_head = bool(skipped) and not lines  # the fix with evidence was not tried: that is the next step
+    if skip_head:
+        lines.append(f"FAIL — the fix that fits was not tried ({skipped[0].rule}): {skipped[0].reason}")
+    skipped_lines = [f"- not tried: {s.rule}: {s.reason}" for s in skipped[1 if skip_head else 0 :]]
     first = best.layer_divergence.first_divergent if best.layer_divergence is not None else None
     if not lines:
         if first is not None:
@@ -166,8 +180,8 @@ def _verdict_action(report: TraceReport) -> str:
                 best,
                 failing,
                 meta.layer_diagnostic is not False,
-                fixes_tried=len(report.attempts) - 1,
-                checked=[ruled_out] if ruled_out is not None else [],
+                fixes_tried=sum(1 for a in report.attempts if a.rule),
+                checked=([ruled_out] if ruled_out is not None else []) + _declared_op_lines(best),
             )
             ruled_out = None  # said among what was checked
     else:
@@ -176,7 +190,9 @@ def _verdict_action(report: TraceReport) -> str:
             lines.append(f"first divergent module: {first.module} ({first.cls}), rel diff {_num(first.rel_diff)}")
     if ruled_out is not None:
         lines.append(ruled_out)
+    lines += skipped_lines
     lines += trust_lines(report)
+    lines += _remedy_lines(report, best, rolled, lines)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
 
@@ -196,3 +212,99 @@ def _halo_ruled_out(report: TraceReport, best: Attempt) -> str | None:
             f"same outputs, so the halo advice of attempt {best.index + 1} was followed without effect"
         )
     return None
+
+
+def _rolled_back(report: TraceReport) -> dict[str, Attempt]:
+    """The auto-fix attempts that were rolled back, by rule (the first of each)."""
+    out: dict[str, Attempt] = {}
+    for a in report.attempts:
+        if a.rule and a.rolled_back is not None:
+            out.setdefault(a.rule, a)
+    return out
+
+
+def _unrouted_lines(best: Attempt, rolled: dict[str, Attempt]) -> list[str]:
+    """`unrouted_action` of `best`, past the eager remedy when auto-fix ran the TorchScript eagerly and
+    rolled that back: the advice that is left, and that it was tried."""
+    eager = rolled.get("run_torchscript_eagerly")
+    if eager is None or not eager_remedy_applies(best.spec, best.unrouted):
+        return unrouted_action(best)
+    as_tried = dataclasses.replace(best, spec=eager.spec)  # the advice under the spec that ran them eagerly
+    lines = unrouted_action(as_tried)
+    if lines:
+        lines[0] += (
+            f' (auto-fix already tried distribution.torchscript "eager" in attempt {eager.index + 1}; it made the '
+            "comparison worse and was rolled back)"
+        )
+    return lines
+
+
+def _helper_head(h: HelperDiagnosis, tried: Attempt | None) -> str:
+    """The FAIL line of an undeclared per-system helper: its ready adapter, or, when auto-fix declared
+    that adapter and rolled it back, that it was tried and where to look instead."""
+    remedy = json.dumps(h.likely_remedy)
+    if tried is not None and tried.spec.helper(h.qualname) is not None:
+        return (
+            f"FAIL — per-system helper {h.qualname} is flagged ({h.suspected_gap}), but declaring {remedy} "
+            f"(attempt {tried.index + 1}) made the comparison worse and was rolled back: the values it is given "
+            "already differ between ranks; look upstream of it, in the code that computes its inputs"
+        )
+    return f"FAIL — undeclared per-system helper {h.qualname}: add {remedy} to distribution.third_party_helpers"
+
+
+def _declared_helper_lines(best: Attempt) -> list[str]:
+    """The FAIL line naming an adapter the user declared whose helper still does not agree across ranks."""
+    for h in best.helper_diagnostics:
+        entry = best.spec.helper(h.qualname)
+        if not h.already_wrapped or h.consistency_passed is not False or entry is None:
+            continue
+        declared = json.dumps(entry.to_dict())
+        why = h.divergence_notes[0] if h.divergence_notes else f"its per-rank results fail {h.consistency_check}"
+        text = (
+            f"FAIL — your declared adapter {declared} in distribution.third_party_helpers does not make "
+            f"{h.qualname} agree with the single-process run ({why})"
+        )
+        if h.likely_remedy is not None and h.likely_remedy != entry.to_dict():
+            text += f"; replace it with {json.dumps(h.likely_remedy)}"
+        else:
+            text += "; correct that entry (its kind, atom_arg or atom_dim) or remove it"
+        return [text]
+    return []
+
+
+def _declared_op_lines(best: Attempt) -> list[str]:
+    """What was checked of the `custom_ops` entries the user declared: which fired and how often."""
+    declared = [c.op for c in best.spec.distribution.custom_ops]
+    if not declared:
+        return []
+    fired = {op: sum(v for k, v in best.handler_counts.items() if k == f"custom_op[{op}]") for op in declared}
+    words = ", ".join(f"{op} ×{n}" for op, n in fired.items())
+    return [
+        f"- your declared distribution.custom_ops entries: {words} routed (a wrong transform in one of them gives "
+        "exactly this: check each entry's transforms against what the kernel is given and returns)"
+    ]
+
+
+def _remedy_lines(report: TraceReport, best: Attempt, rolled: dict[str, Attempt], said: Sequence[str]) -> list[str]:
+    """Every ready remedy not stated in `said` yet, with the spec text to write: each undeclared
+    helper's adapter (unless auto-fix tried it and rolled it back), each undeclared kernel's
+    `custom_ops` entry, and the receptive field's depth or cutoff (`field_advice.field_remedy`)."""
+    tried = rolled.get("declare_helper_adapter")
+    remedies: list[str] = []
+    for h in best.helper_diagnostics:
+        if not (h.suspected_gap and h.likely_remedy and not h.already_wrapped):
+            continue
+        if tried is not None and tried.spec.helper(h.qualname) is not None:
+            continue
+        remedies.append(f"add {json.dumps(h.likely_remedy)} to distribution.third_party_helpers ({h.qualname})")
+    ready, _ = custom_op_entries(best.spec, best.unrouted)
+    remedies += [f"add {json.dumps(e)} to distribution.custom_ops" for e in ready]
+    field = report.receptive_field
+    depth = field_remedy(field) if field is not None else None
+    if depth is not None:
+        remedies.append(depth)
+    text = "\n".join(said)
+    fresh = [r for r in remedies if r.split(" (", 1)[0] not in text]
+    if not fresh:
+        return []
+    return ["ready remedies (the spec text to write; the editor's quick fixes write them):", *(f"- {r}" for r in fresh)]
