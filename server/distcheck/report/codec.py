@@ -194,7 +194,13 @@ def wire_keys(cls: type) -> list[str]:
 
 class Record:
     """A report record: JSON through its fields (see the module docstring); equality by JSON form (so
-    NaN equals NaN, tuples equal lists)."""
+    NaN equals NaN, tuples equal lists).
+
+    A record also reads as a read-only mapping of its JSON keys (`record["key"]`, `.get`, `in`,
+    `keys()`, `values()`, `items()`, so `dict(record)` works), for code written against a dict-shaped
+    report: see `keys` and `__getitem__`. It stays a record otherwise: always truthy (no `__len__`),
+    not iterable (iterate over `keys()`), not a `collections.abc.Mapping`, equal only to a record of
+    its own class."""
 
     _derived: ClassVar[tuple[str, ...]] = ()
     _derived_enums: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
@@ -237,6 +243,65 @@ class Record:
             s.name: decode(m[s.key], s.tp, (*path, s.key), s.enum) if s.key in m else s.default() for s in all_slots
         }
 
+    # ---- the read-only mapping view
+
+    def _present(self) -> list[str]:
+        """The JSON keys `_encode` writes for this record's current values, in its order (without the
+        values: nothing is encoded)."""
+        cls = type(self)
+        omitted = {s.key for s in slots(cls) if s.omit_empty and _empty(getattr(self, s.name))}
+        return [key for key in wire_keys(cls) if key not in omitted]
+
+    def _value_of(self, key: str) -> Any:
+        """The typed value behind the JSON key `key` (a field's attribute, or a derived property)."""
+        for s in slots(type(self)):
+            if s.key == key:
+                return getattr(self, s.name)
+        return getattr(self, key)
+
+    def keys(self) -> list[str]:
+        """The record's JSON keys, exactly those `to_dict` writes for its current values and in the same
+        order: each field under its JSON name (`class`, `best_attempt`), the derived values, an open
+        part's other keys (`extra`); a field written only when set (`deadline`, an open part's None
+        entries) is a key only then. The report document's `report_version` is no key of the record."""
+        return self._present()
+
+    def __getitem__(self, key: str) -> Any:
+        """The value under the JSON key `key`, typed as the attribute holds it (a nested part is a record,
+        itself mapping-readable; lists, dicts, numbers and the spec as the attributes hold them, so a
+        float is a float and a rank key an int); `KeyError` for a key not in `keys()`."""
+        if not isinstance(key, str) or key not in self._present():
+            raise KeyError(key)
+        return self._value_of(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """`self[key]`, or `default` when `key` is not one of `keys()`."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._present()
+
+    def values(self) -> list[Any]:
+        """`self[key]` for each of `keys()`, in order."""
+        return [self[key] for key in self.keys()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """`(key, self[key])` for each of `keys()`, in order."""
+        return [(key, self[key]) for key in self.keys()]
+
+    __iter__: ClassVar[None] = None  # type: ignore[assignment]
+    """Not iterable: `for key in record` would read as iterating a dict, `list(record)` as a list of keys
+    (and `__getitem__` alone would make Python try `record[0]`); `keys()` says what it does."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError(_read_only(self, key, "set"))
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError(_read_only(self, key, "delete"))
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
@@ -248,3 +313,27 @@ class Record:
             return False
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _empty(value: Any) -> bool:
+    """A field value an `omit_empty` field is not written with."""
+    return value is None or (isinstance(value, list) and not value)
+
+
+def _read_only(record: Record, key: object, verb: str) -> str:
+    """Why `record[key]` cannot be set or deleted, and what to do instead."""
+    cls = type(record)
+    name = cls.__name__
+    by_key = {s.key: s.name for s in slots(cls)}
+    extra = getattr(record, "extra", None)
+    if isinstance(extra, dict) and key in extra:
+        return f"{name} reads as a read-only mapping; {verb} its other key in extra: record.extra[{key!r}]"
+    if key in by_key:
+        value = "None" if verb == "delete" else "..."
+        return f"{name} reads as a read-only mapping; set the attribute instead: record.{by_key[key]} = {value}"
+    if key in cls._derived:
+        return f"{name}[{key!r}] is derived from the record's fields; set those instead (see {name}.{key})"
+    instead = f"keep another key in record.extra[{key!r}]" if isinstance(extra, dict) else "it holds only these"
+    return (
+        f"{name} reads as a read-only mapping and has no key {key!r} (its keys: {', '.join(wire_keys(cls))}); {instead}"
+    )

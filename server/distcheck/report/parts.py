@@ -1,6 +1,9 @@
 """Typed records of the report's open parts: `partition_health`, `halo_completeness`, `layer_divergence`
 (per attempt), `meta` and `target` (per report); `view` reads a free-form dict as one of them.
 
+Like every record, a part reads as a read-only mapping of its JSON keys (`attempt.partition_health[
+"degenerate"]`, `report.meta.get("timings")`; `codec.Record.keys`), its `extra` keys included.
+
 An open part may carry keys an older or newer distcheck wrote that these records do not name: reading
 keeps them in the record's `extra` (as does a usual key whose value has the wrong type: the field then
 takes its default) and writing puts them back, so a report survives a round trip unchanged. The JSON
@@ -93,6 +96,17 @@ class _Open(Record):
         for key, value in self.extra.items():
             out[key] = _enc_free(value, (*path, key), int_keys=key == "per_rank")
         return out
+
+    def _present(self) -> list[str]:
+        if self._empty_when_default and not self.extra and self.is_default():
+            return []
+        keys = super()._present()
+        if self._omit_none:
+            keys = [s.key for s in slots(type(self)) if s.key in keys and getattr(self, s.name) is not None]
+        return keys + [key for key in self.extra if key not in keys]
+
+    def _value_of(self, key: str) -> Any:
+        return self.extra[key] if key in self.extra else super()._value_of(key)
 
     def is_default(self) -> bool:
         """Does every field hold its default (nothing recorded)?"""

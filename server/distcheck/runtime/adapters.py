@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..report.handler_counts import handler_count
 from ..spec import HelperAdapter
 from .call_args import as_positional
 from .context import RankContext
@@ -79,7 +80,7 @@ def reduction_adapter(
 ) -> Callable[..., Any]:
     """Wrap `original` as a distributed per-system reduction over the atom argument (`atom_arg`
     counted after the first `skip` positional arguments: 1 for a method's `self` or `cls`)."""
-    name = f"adapter[{entry.module_path}.{entry.attr_name}]"
+    name = handler_count("adapter", f"{entry.module_path}.{entry.attr_name}")
     position = entry.atom_arg + skip
 
     @functools.wraps(original)
@@ -111,7 +112,7 @@ def _python_adapter(
         replacement = load_object(entry.replacement)
     except FactoryError as exc:
         raise AdapterError(f"replacement for {entry.qualname}: {exc}") from exc
-    name = f"adapter[{entry.module_path}.{entry.attr_name}]"
+    name = handler_count("adapter", f"{entry.module_path}.{entry.attr_name}")
 
     @functools.wraps(original)
     def adapted(*args: Any, **kwargs: Any) -> Any:

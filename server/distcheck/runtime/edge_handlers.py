@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..report.handler_counts import handler_count
 from .context import RankContext
 from .exchange import all_reduce_max, all_reduce_min, all_reduce_sum, halo_forward, halo_reverse
 from .scatter_ops import Scatter
@@ -90,12 +91,12 @@ def linear_exchange(ctx: RankContext, sc: Scatter) -> tuple[torch.Tensor, Exchan
 def count_route(ctx: RankContext, sc: Scatter) -> None:
     """Count one routed per-edge → per-atom `sc` under its handler's name."""
     if ctx.scatter_mode == "owned_complete":
-        ctx.count(f"halo_refresh[{sc.name}]")
-        ctx.count("halo_read")
+        ctx.count(handler_count("halo_refresh", sc.name))
+        ctx.count(handler_count("halo_read"))
         return
-    ctx.count(f"halo_scatter_correction[{sc.name}]")
+    ctx.count(handler_count("halo_scatter_correction", sc.name))
     if sc.reduce == "sum" and sc.include_self:
-        ctx.count("halo_read")
+        ctx.count(handler_count("halo_read"))
 
 
 def refresh_owned(ctx: RankContext, sc: Scatter) -> torch.Tensor:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..report.handler_counts import handler_count
 from .context import RankContext
 from .kernel_calls import kernel_call
 from .unrouted import aten_kind, record_unrouted
@@ -174,7 +175,7 @@ class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
                     return out  # called from Python: `HandlerMode` names it at the user's line
                 found = kernel_call(self.ctx, name, args, kwargs, out)
                 if found is not None:
-                    self.ctx.count(f"unintercepted[{name}]")
+                    self.ctx.count(handler_count("unintercepted", name))
                     record_unrouted(self.ctx, name, found[0], "custom_op", function=name, kernel=found[1])
                 return out
             kind = aten_kind(name)
@@ -186,7 +187,7 @@ class ScatterObserver(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
 
     def _name(self, name: str, aggregation: str) -> None:
         op = name.replace("aten::", "aten.")
-        self.ctx.count(f"unintercepted[{op}]")
+        self.ctx.count(handler_count("unintercepted", op))
         if PythonLevel.opaque:
             record_unrouted(self.ctx, op, aggregation, "custom_op", function=PythonLevel.opaque[-1])
         else:

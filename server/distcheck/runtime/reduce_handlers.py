@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..report.handler_counts import handler_count
 from .context import RankContext
 from .exchange import all_reduce_max, all_reduce_min, all_reduce_sum
 from .scatter_ops import Scatter, atom_rows
@@ -101,7 +102,7 @@ def per_system_scatter(ctx: RankContext, sc: Scatter, owned: torch.Tensor) -> to
 
 def bincount(ctx: RankContext, a: Mapping[str, Any]) -> torch.Tensor:
     """Global per-system atom counts (or weighted sums) of the system index."""
-    ctx.count("per_system_reduce")
+    ctx.count(handler_count("per_system_reduce"))
     idx: torch.Tensor = a["input"]
     weights = a.get("weights")
     mask = ctx.row_mask(int(idx.shape[0]), idx)
@@ -174,7 +175,7 @@ def segment_reduce(ctx: RankContext, args: Sequence[Any], kwargs: Mapping[str, A
         return None
 
     def run() -> torch.Tensor:
-        ctx.count("per_system_reduce")
+        ctx.count(handler_count("per_system_reduce"))
         if reduce in ("sum", "mean"):
             total = all_reduce_sum(torch.segment_reduce(mask_rows(ctx, data), "sum", lengths=local), ctx)
             if reduce == "sum":
@@ -202,7 +203,7 @@ def repeat_interleave(ctx: RankContext, args: Sequence[Any], kwargs: Mapping[str
         return None
 
     def run() -> torch.Tensor:
-        ctx.count("per_system_broadcast")
+        ctx.count(handler_count("per_system_broadcast"))
         return torch.repeat_interleave(x, local, **{k: v for k, v in a.items() if k not in ("input", "repeats")})
 
     return run
@@ -237,7 +238,7 @@ def atom_total(
     keepdim, dtype = bool(a.get("keepdim", False)), a.get("dtype")
 
     def run() -> torch.Tensor:
-        ctx.count("per_system_reduce")
+        ctx.count(handler_count("per_system_reduce"))
         masked = mask_rows(ctx, x, owned=owned)
         if dims is None:
             part = (
@@ -270,7 +271,7 @@ def _atom_count(ctx: RankContext, x: torch.Tensor, a: Mapping[str, Any]) -> Call
         return None
 
     def run() -> torch.Tensor:
-        ctx.count("per_system_reduce")
+        ctx.count(handler_count("per_system_reduce"))
         part = torch.where(owned.to(x.device), x.to(torch.long), torch.zeros((), dtype=torch.long, device=x.device))
         return all_reduce_sum(part.sum().to(torch.float64), ctx).round().to(torch.long)
 
