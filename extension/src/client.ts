@@ -17,10 +17,12 @@ import {
   State,
 } from "vscode-languageclient/node";
 
+import { linkShippedPage } from "./diagnosticDocs";
 import { IMPORT_CHECK_ARGS, type Interpreter, RestartBudget, type ServerCheck, describeSource, interpretProbe } from "./interpreter";
 import { LeveledLines } from "./logChannel";
 import { type ReportMessage, type TargetInfo, isRecord, looksLikeReportMessage } from "./report";
 import { EXPECTED_ERROR_CODES, guardUntrusted } from "./serverCommands";
+import { completeStep } from "./setup";
 import { explainSetupProblem, findInterpreter, probe, serverOptions, serverWorkingDirectory } from "./serverEnvironment";
 import { ProgressRelay, type ServerEvents, relayReports } from "./serverNotifications";
 
@@ -98,13 +100,19 @@ export class ServerManager implements vscode.Disposable {
     this.log(`interpreter ${python.command} (from ${describeSource(python)}); checking: ${python.command} ${IMPORT_CHECK_ARGS.join(" ")}`);
     const check = interpretProbe(python, await probe(python.command, cwd));
     this.lastCheck = check;
+    if (check.ok || check.reason === "not-importable") {
+      completeStep("distcheck.pickInterpreter"); // an interpreter that runs
+    }
+    if (check.ok) {
+      completeStep("distcheck.installDistcheck");
+    }
     if (!check.ok) {
       this.warn(check.message);
       if (check.detail.trim()) {
         this.output.debug(check.detail.trim());
       }
       this.events.onServerProblem(check.message);
-      void explainSetupProblem(check, python, this.output);
+      void explainSetupProblem(check, python, this.output, this.context.extensionPath);
       return undefined;
     }
     this.events.onServerProblem(undefined);
@@ -150,6 +158,11 @@ export class ServerManager implements vscode.Disposable {
       },
       middleware: {
         executeCommand: (command, args, next): unknown => guardUntrusted(command, args, (c, a) => next(c, a) as unknown),
+        // a code's link opens its page in this installed extension (diagnosticDocs.ts)
+        handleDiagnostics: (uri, diagnostics, next): void => {
+          const root = this.context.extensionUri;
+          next(uri, diagnostics.map((d) => linkShippedPage(d, (page) => vscode.Uri.joinPath(root, page))));
+        },
       },
     };
     const client = new LanguageClient("distcheck", "Distcheck", serverOptions(python, cwd), clientOptions);

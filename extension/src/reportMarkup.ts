@@ -5,10 +5,13 @@
  * Every piece of the panel's markup is a `SafeHtml`, and only `html` (or `joinHtml`, or `unescaped`
  * for the two constant blocks that must not be entity-escaped) makes one: a value interpolated into
  * `html` is escaped unless it is already `SafeHtml`, so a report string that is forgotten raw is
- * still escaped, and markup built by `html` is never escaped twice.
+ * still escaped, and markup built by `html` is never escaped twice. Escaping also applies the one
+ * rule for user-derived text (`safeText.ts`, Python's `safe_text`): control, bidirectional and
+ * lone-surrogate characters are shown as their escapes, over-long lines cut.
  */
 
 import { textOf, toNumber, freeString } from "./report";
+import { UNSAFE, escapeUnsafe, forDisplay } from "./safeText";
 
 const HTML_ESCAPES: Record<string, string> = {
   "&": "&amp;",
@@ -93,15 +96,23 @@ export function insertBeforeClosingTag(markup: SafeHtml, closers: readonly strin
 /** The empty markup (a section that has nothing to show). */
 export const NOTHING: SafeHtml = trust("");
 
-/** Text safe in HTML element content and in quoted attribute values. */
-export function escapeHtml(value: unknown): string {
-  const text = textOf(value);
+function entities(text: string): string {
   return text.replace(/[&<>"'`]/g, (c) => HTML_ESCAPES[c] ?? c);
 }
 
-/** JSON safe inside a `<script type="application/json">` block. */
+/** Text safe in HTML element content and in quoted attribute values, shown by the one rule (`safeText.forDisplay`). */
+export function escapeHtml(value: unknown): string {
+  return entities(forDisplay(textOf(value)));
+}
+
+/** `json` with every `UNSAFE` character as a JSON escape (`\u202e`): parsed back, the value is as it was. */
+function jsonEscapes(json: string): string {
+  return json.replace(UNSAFE, (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`);
+}
+
+/** JSON safe inside a `<script type="application/json">` block (no unsafe character in it, either). */
 export function jsonForScript(value: unknown): string {
-  return JSON.stringify(value ?? null)
+  return jsonEscapes(JSON.stringify(value ?? null))
     .replace(/</g, "\\u003c")
     .replace(/>/g, "\\u003e")
     .replace(/&/g, "\\u0026")
@@ -131,14 +142,20 @@ export function fmt(value: unknown): string {
   return String(Number(x.toPrecision(3)));
 }
 
-/** ` name="value"` with the value escaped (`name` is one of the renderer's own attribute names). */
+/**
+ * ` name="value"` with the value escaped (`name` is one of the renderer's own attribute names): the
+ * unsafe characters shown escaped, but no line cut, so a `data-args` JSON stays whole.
+ */
 export function attr(name: string, value: unknown): SafeHtml {
-  return trust(` ${escapeHtml(name)}="${escapeHtml(value)}"`);
+  return trust(` ${escapeHtml(name)}="${entities(escapeUnsafe(textOf(value)))}"`);
 }
 
-/** The `data-action` / `data-args` pair the page script turns into a posted message. */
+/**
+ * The `data-action` / `data-args` pair the page script turns into a posted message. The args' JSON has
+ * its unsafe characters as JSON escapes (`\u202e`), so the page script gets the values back as they were.
+ */
 export function action(name: string, args: Record<string, unknown>): SafeHtml {
-  return html`${attr("data-action", name)}${attr("data-args", JSON.stringify(args))}`;
+  return html`${attr("data-action", name)}${attr("data-args", jsonEscapes(JSON.stringify(args)))}`;
 }
 
 /** A button that posts `name` with `args`; disabled (with the reason as its tooltip) when `disabledReason` is set. */
