@@ -10,6 +10,7 @@ partitions at world sizes 2 and 4 give every rank owned, halo and remote atoms):
   `schnet`      SchNet from `torch-geometric` (extra `distcheck[pyg]`) with an `interaction_graph`
                 built from the batch's vesin neighbour list (periodic, halo-aware).
   `common`      shared sample systems and neighbour-format conversions.
+  `seeded`      the wrappers and specs above with one seeded distribution bug each (`bench/accuracy.py`).
 
 Importing this package imports none of the third-party packages; each model module does.
 """
