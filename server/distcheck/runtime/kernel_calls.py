@@ -22,14 +22,14 @@ travels as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from .context import RankContext
 
-__all__ = ["kernel_call"]
+__all__ = ["Rerun", "kernel_call", "mutates"]
 
 
 def _flat(value: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
@@ -102,10 +102,15 @@ def _floating(t: Mapping[str, Any]) -> bool:
     return str(t["dtype"]).startswith(("float", "bfloat", "half", "complex"))
 
 
-def _aggregation(ins: Sequence[Mapping[str, Any]], outs: Sequence[Mapping[str, Any]], mode: str) -> str | None:
+def _aggregation(
+    ins: Sequence[Mapping[str, Any]], outs: Sequence[Mapping[str, Any]], mode: str, other: Sequence[str] = ()
+) -> str | None:
     in_roles = {t["role"] for t in ins}
     out_roles = {t["role"] for t in outs}
     float_in = {t["role"] for t in ins if _floating(t)}
+    if other and "per_system" not in out_roles:
+        # rows in another index space (k-vectors, a histogram): a total over the atoms (or edges) in disguise
+        return "per_atom_total" if "per_atom" in float_in else "per_edge_to_per_system"
     if "per_system" in out_roles:
         if "per_edge" in float_in and "per_atom" not in float_in:
             return "per_edge_to_per_system"
@@ -119,9 +124,16 @@ def _aggregation(ins: Sequence[Mapping[str, Any]], outs: Sequence[Mapping[str, A
 
 
 def _entry(
-    name: str, aggregation: str, ins: Sequence[Mapping[str, Any]], outs: Sequence[Mapping[str, Any]], mode: str
+    name: str,
+    aggregation: str,
+    ins: Sequence[Mapping[str, Any]],
+    outs: Sequence[Mapping[str, Any]],
+    mode: str,
+    other: Sequence[str] = (),
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The `custom_ops` entry for the call, or None and why no transform fits."""
+    """The `custom_ops` entry for the call, or None and why no transform fits. `other`: the positions of
+    outputs in another index space, summed over ranks like per-system ones."""
+    summed = {t["position"] for t in outs if t["role"] == "per_system"} | set(other)
     keyword = [t["position"] for t in ins if not t["position"].isdigit() and t["role"] in ("per_atom", "per_edge")]
     if keyword:
         return None, (
@@ -131,14 +143,15 @@ def _entry(
     args: dict[str, str] = {}
     outputs: dict[str, str] = {}
     out_roles = {t["role"] for t in outs}
-    if aggregation == "per_atom_to_per_system":
+    if aggregation in ("per_atom_to_per_system", "per_atom_total"):
         if out_roles & {"per_atom", "per_edge"}:
             return None, (
-                "it returns per-system rows and per-atom (or per-edge) rows from one call, and slicing its "
-                "arguments to the owned atoms would change the latter: split it into one kernel per kind of output"
+                "it returns per-system (or other summed) rows and per-atom (or per-edge) rows from one call, and "
+                "slicing its arguments to the owned atoms would change the latter: split it into one kernel per "
+                "kind of output"
             )
         args = {t["position"]: "slice_owned" for t in ins if t["role"] == "per_atom"}
-        outputs = {t["position"]: "all_reduce_sum" for t in outs if t["role"] == "per_system"}
+        outputs = {position: "all_reduce_sum" for position in summed}
     elif aggregation == "per_edge_to_per_system":
         if mode != "halo_correction":
             return None, (
@@ -146,7 +159,7 @@ def _entry(
                 'edges counts them twice: use scatter_mode "halo_correction" (each edge on one rank), then '
                 "declare the kernel"
             )
-        outputs = {t["position"]: "all_reduce_sum" for t in outs if t["role"] == "per_system"}
+        outputs = {position: "all_reduce_sum" for position in summed}
     elif aggregation == "per_edge_to_per_atom" and mode == "owned_complete":
         return None, (
             'under scatter_mode "owned_complete" its owned rows are complete but its halo rows are never '
@@ -168,6 +181,59 @@ def _ordered(transforms: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted(transforms.items(), key=lambda kv: int(kv[0])))
 
 
+Rerun = Callable[[Sequence[Any], Mapping[str, Any]], Any]
+"""The kernel called again with other arguments (no side effects: a kernel that mutates none)."""
+
+
+def mutates(func: Any) -> bool:
+    """Whether the `torch.ops` kernel `func` may write to an argument (any overload's schema says so),
+    or has no schema to say it does not: such a kernel is never called again (`Rerun`)."""
+    overloads: list[Any] = [func] if isinstance(func, torch._ops.OpOverload) else []
+    if isinstance(func, torch._ops.OpOverloadPacket):
+        names: list[str] = func.overloads()  # type: ignore[no-untyped-call]
+        overloads = [getattr(func, n, None) for n in names]
+    schemas = [o._schema for o in overloads if o is not None and hasattr(o, "_schema")]
+    if not schemas:
+        return True
+    return any(a.alias_info is not None and a.alias_info.is_write for sch in schemas for a in sch.arguments)
+
+
+def _other_space(
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    positions: Mapping[str, int],
+    ins: Sequence[Mapping[str, Any]],
+    outs: Sequence[Mapping[str, Any]],
+    returned: Sequence[tuple[str, torch.Tensor]],
+    rerun: Rerun | None,
+) -> list[str]:
+    """The positions of the outputs in an index space that is neither atoms, edges nor systems (a role
+    of `replicated` by rows) whose values change when the per-atom and per-edge floating arguments do:
+    a sum over atoms or edges into that space. Found by calling the kernel once more with those
+    arguments changed ([] without `rerun`, or when no such output or argument exists)."""
+    candidates = [(t["position"], r) for t, (_, r) in zip(outs, returned) if t["role"] == "replicated" and _floating(t)]
+    changing = {t["position"] for t in ins if t["role"] in ("per_atom", "per_edge") and _floating(t)}
+    if rerun is None or not candidates or not changing:
+        return []
+    positional = [
+        v * 1.25 + 0.5 if str(i) in changing and isinstance(v, torch.Tensor) else v for i, v in enumerate(args)
+    ]
+    keyword = {
+        k: v * 1.25 + 0.5 if str(positions.get(k, k)) in changing and isinstance(v, torch.Tensor) else v
+        for k, v in kwargs.items()
+    }
+    try:
+        again = dict(_outputs(rerun(positional, keyword)))
+    except Exception:  # a kernel that refuses other values: no evidence either way
+        return []
+    found = []
+    for position, before in candidates:
+        after = again.get(position)
+        if after is None or after.shape != before.shape or not torch.equal(after, before):
+            found.append(position)
+    return found
+
+
 def kernel_call(
     ctx: RankContext,
     name: str,
@@ -175,11 +241,15 @@ def kernel_call(
     kwargs: Mapping[str, Any],
     out: Any,
     positions: Mapping[str, int] | None = None,
+    rerun: Rerun | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """`(aggregation, KernelCall fields)` of one call of the undeclared kernel `name` on this rank, or
     None when it aggregates nothing across atoms or edges (elementwise, a gather, replicated data).
     `positions`: each keyword argument's index in the kernel's schema (`call_args.op_positions`), so a
-    tensor passed by keyword gets the entry's position key; one without is refused by name."""
+    tensor passed by keyword gets the entry's position key; one without is refused by name. With
+    `rerun`, an output in any other index space (k-vectors, a histogram) that depends on per-atom or
+    per-edge data is a sum over them too (`_other_space`): a total over atoms (or, from edges alone,
+    an edge sum) whose entry sums that output over ranks."""
     if ctx.num_local <= ctx.num_systems:
         return None  # rows cannot tell atoms from systems
     given = _arguments(args, kwargs, positions or {})
@@ -187,8 +257,10 @@ def kernel_call(
     with ctx.handlers_suspended():
         edges = _edge_counts(ctx, [t for _, t in given]) - {ctx.num_systems}
         ins, outs = _describe(ctx, given, edges), _describe(ctx, returned, edges)
-    aggregation = _aggregation(ins, outs, ctx.scatter_mode)
+        with torch.no_grad():
+            other = _other_space(args, kwargs, positions or {}, ins, outs, returned, rerun)
+    aggregation = _aggregation(ins, outs, ctx.scatter_mode, other)
     if aggregation is None:
         return None
-    entry, why = _entry(name, aggregation, ins, outs, ctx.scatter_mode)
+    entry, why = _entry(name, aggregation, ins, outs, ctx.scatter_mode, other)
     return aggregation, {"args": ins, "outputs": outs, "entry": entry, "no_entry": why}
