@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..report.handler_counts import handler_count
 from ..spec import CustomOp
 from . import edge_handlers, reduce_handlers
 from .autograd_functions import name_in_function, route_in_function, running_function
@@ -139,7 +140,7 @@ class HandlerMode(TorchFunctionMode):
                 if result is None:
                     record_unrouted(ctx, sc.label, aggregation, "python")
                     return sc.call_original()
-                ctx.count("per_system_reduce")
+                ctx.count(handler_count("per_system_reduce"))
                 call = running_function()
                 if call is not None:
                     name_in_function(ctx, sc.label, aggregation, call)
@@ -178,7 +179,7 @@ class HandlerMode(TorchFunctionMode):
         rerun = None if mutates(func) else (lambda a, k: func(*a, **k))
         found = kernel_call(self.ctx, name, args, kwargs, out, op_positions(func, len(args), kwargs), rerun)
         if found is not None:
-            self.ctx.count(f"unintercepted[{name}]")
+            self.ctx.count(handler_count("unintercepted", name))
             record_unrouted(self.ctx, name, found[0], "custom_op", function=name, kernel=found[1])
         return out
 
@@ -239,7 +240,7 @@ class HandlerMode(TorchFunctionMode):
         scaled = []
         for out, seed in zip(outputs, seed_list):
             if is_replicated(out):
-                self.ctx.count("replicated_seed")
+                self.ctx.count(handler_count("replicated_seed"))
                 base = torch.ones_like(out) if seed is None else seed
                 seed = base / self.ctx.world_size
             scaled.append(seed)
@@ -252,7 +253,7 @@ class HandlerMode(TorchFunctionMode):
 
     def _custom_op(self, op: CustomOp, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         ctx = self.ctx
-        ctx.count(f"custom_op[{op.op}]")
+        ctx.count(handler_count("custom_op", op.op))
         slots: dict[int, tuple[Any, Any]] = {}  # position → (the list or dict holding it, its key there)
         new_args, new_kwargs = list(args), dict(kwargs)
         slots.update((i, (new_args, i)) for i in range(len(new_args)))
