@@ -8,6 +8,7 @@ import { Problems, Reader, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, UNTRUSTED, button, fmt, html, joinHtml, link } from "./reportMarkup";
 import { type ModuleError, moduleDivergenceChart } from "./reportCharts";
 import { type Obj, checkedCount } from "./reportSections";
+import { renderFirstOp } from "./reportOps";
 import { PARTITION_ROW_PX } from "./reportStyle";
 
 // ------------------------------------------------------------------------------------------------
@@ -155,13 +156,20 @@ export function moduleErrors(ld: Reader, loc: ModuleLocation): ModuleError[] {
   return error !== undefined ? [{ module: loc.module, error }] : [];
 }
 
-/** The first module whose outputs diverge (best attempt first, then the latest), with "Go to module". */
+/** The first module whose outputs diverge (best attempt first, then the latest), with "Go to module", and the first op whose value departs (its line a link). */
 export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const ordered = best ? [best, ...attempts.filter((a) => a !== best).reverse()] : [...attempts].reverse();
   for (const attempt of ordered) {
     const a = new Reader(attempt as unknown as Obj, at(attempt), p);
     const ld = a.rec("layer_divergence");
     const loc = ld ? firstDivergentModule(ld.obj, p, ld.path) : undefined;
+    const op = renderFirstOp(ld?.rec("first_op"));
+    const opLine = op === NOTHING ? NOTHING : html`<p>First op whose value departs: ${op}</p>`;
+    if (ld && !loc && op !== NOTHING) {
+      return html`<section id="layers"><h2>Layer divergence (attempt ${attemptNumber(a.count("index"))})</h2>
+${opLine}
+</section>`;
+    }
     if (!ld || !loc) {
       continue;
     }
@@ -175,6 +183,7 @@ export function renderLayers(attempts: AttemptJson[], best: AttemptJson | undefi
 <p>First divergent module: <code>${loc.module}</code>${loc.cls ? html` <span class="dim">${loc.cls}</span>` : NOTHING}${where}${
       diffs ? ` — ${diffs}` : ""
     }${checked}</p>
+${opLine}
 <p>${link("Go to module", "goToModule", { module: loc.module, cls: loc.cls, file: loc.file, line: loc.line })}</p>
 ${moduleDivergenceChart(moduleErrors(ld, loc))}
 </section>`;

@@ -1,7 +1,7 @@
 /**
  * The report panel's evidence sections: unrouted aggregations (op, count, where), suspicious outputs
  * (error far above the measured round-off floor, within tolerance), ranks that disagree on a replicated
- * output (with the first module that does), and — when no cause is known — what was checked, as the
+ * output (with the first module that does and the first op whose value departs), and — when no cause is known — what was checked, as the
  * report's `next_action` lists it. Pure; every field is read through `reportCheck.Reader`, all markup
  * is built with the escaping `html` template.
  */
@@ -10,6 +10,7 @@ import { type AttemptJson, attemptNumber, isRecord, textOf, toNumber } from "./r
 import { Problems, Reader, capped } from "./reportCheck";
 import { NOTHING, type SafeHtml, fmt, html, joinHtml, link } from "./reportMarkup";
 import { atomErrorChart, type AtomErrorsData } from "./reportCharts";
+import { renderFirstOp } from "./reportOps";
 import { type Obj } from "./reportSections";
 
 const WHAT: Record<string, string> = {
@@ -186,7 +187,12 @@ export function renderSuspicious(
 // ------------------------------------------------------------------------------------------------
 // rank disagreements
 
-/** Replicated outputs on which ranks disagree (best and first attempt), with the first module that does. */
+function opCell(op: Reader | undefined): SafeHtml {
+  const shown = renderFirstOp(op);
+  return shown === NOTHING ? html`<span class="dim">none found</span>` : shown;
+}
+
+/** Replicated outputs on which ranks disagree (best and first attempt), with the first module that does and the first op whose value departs (its line a link). */
 export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson | undefined, p: Problems, at: (a: AttemptJson) => string): SafeHtml {
   const first = attempts[0];
   const shown = [...new Set([best, first].filter((a): a is AttemptJson => a !== undefined))];
@@ -214,7 +220,7 @@ export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson |
       rows.push(html`<tr class="fail"><td><code>${output}</code></td><td>${d.str("kind") ?? "?"}</td>
 <td>${ranksText(d, "ranks")}</td><td>${off ? off : html`<span class="dim">none</span>`}</td>
 <td>${fmt(d.num("max_abs"))}</td><td>${systems ? systems : html`<span class="dim">–</span>`}</td>
-<td>${moduleCell}</td><td>${attemptLabel(a)}</td></tr>`);
+<td>${moduleCell}</td><td>${opCell(d.rec("first_op"))}</td><td>${attemptLabel(a)}</td></tr>`);
     });
   }
   if (rows.length === 0) {
@@ -222,7 +228,7 @@ export function renderDisagreements(attempts: AttemptJson[], best: AttemptJson |
   }
   return html`<section id="disagreements"><h2>Ranks that disagree</h2>
 <p>A replicated output must come out the same on every rank; consolidation keeps one rank's value, so any disagreement fails the attempt.</p>
-<table class="disagreements"><thead><tr><th>output</th><th>kind</th><th>ranks</th><th>off the reference</th><th>max |Δ|</th><th>systems</th><th>first module that disagrees</th><th>attempt</th></tr></thead>
+<table class="disagreements"><thead><tr><th>output</th><th>kind</th><th>ranks</th><th>off the reference</th><th>max |Δ|</th><th>systems</th><th>first module that disagrees</th><th>first op that departs</th><th>attempt</th></tr></thead>
 <tbody>${joinHtml(capped(rows, "the rank disagreements", p), "\n")}</tbody></table></section>`;
 }
 

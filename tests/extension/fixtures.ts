@@ -37,5 +37,6 @@ export const FIXTURES = [
   "suspicious",
   "receptive_fixed",
   "unknown_cause",
+  "divergent_op",
   ...ERROR_FIXTURES,
 ] as const;

@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "undeclared-helper": "undeclared-helper",
     "worker-error": "worker-error",
     "first-divergent-module": "first-divergent-module",
+    "divergent-op": "divergent-op",
     "degenerate-partition": "degenerate-partition",
     "halo-incomplete": "halo-incomplete",
     "unrouted-aggregation": "unrouted-aggregation",

@@ -7,9 +7,11 @@ the Python line that called into TorchScript; none inside a flagged or adapted h
 diagnostic covers it), `undeclared-custom-op` (instead, for an undeclared `torch.ops` kernel the ranks
 named with its shapes, on the user's call line; its data carries the ready `custom_ops` entry that
 the quick fix inserts, `kernel_entries`), `suspicious-output` (on `output_kinds.<name>` in the spec, else the factory's
-`def`), `rank-disagreement` (on the `class` line of the first module whose per-system value differs
-across ranks, else where failing outputs show; none when a passing auto-fix exists: the failing
-outputs carry it), `receptive-field` (on the factory's `def`). Pure: no torch, no user code
+`def`), `rank-disagreement` (on the line of the first torch op whose value departs, else the `class`
+line of the first module whose per-system value differs across ranks, else where failing outputs
+show; none when a passing auto-fix exists: the failing outputs carry it), `divergent-op` (on the line
+of the first torch op whose value departs from the reference, when no `rank-disagreement` sits there;
+none when a passing auto-fix exists), `receptive-field` (on the factory's `def`). Pure: no torch, no user code
 (`validate/` is not imported: its package imports torch, so the advice of `validate/unrouted.py` is
 restated here from the report's records).
 """
@@ -20,7 +22,16 @@ import json
 import os
 from typing import Any
 
-from ..report import Attempt, FactoryInfo, RankDisagreement, SuspiciousOutput, TraceReport, UnroutedOp, view
+from ..report import (
+    Attempt,
+    DivergentOp,
+    FactoryInfo,
+    RankDisagreement,
+    SuspiciousOutput,
+    TraceReport,
+    UnroutedOp,
+    view,
+)
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
@@ -251,13 +262,40 @@ def _disagreement_texts(d: RankDisagreement, attempt: Attempt) -> tuple[str, str
             f"the first module whose per-system value differs across ranks is {m.module} ({m.cls}), on rank"
             f"{'s' if len(m.ranks) > 1 else ''} {on} against rank 0, max |Δ| {num(m.max_abs)}"
         )
-    where = m.module if m is not None else f"the code that computes {d.output}"
+    op = d.first_op
+    if op is not None:
+        evidence.append(_op_evidence(op))
+    where = (
+        f"at {op.where}"
+        if op is not None
+        else f"in {m.module if m is not None else 'the code that computes ' + d.output}"
+    )
     remedy = (
-        f"look in {where} for a value that depends on the rank or on which atoms the rank holds (a reduction over "
+        f"look {where} for a value that depends on the rank or on which atoms the rank holds (a reduction over "
         "the rank's rows the runtime does not route: write it as index_add/scatter over batch.batch, or declare "
         "the helper in distribution.third_party_helpers)."
     )
     return message, remedy, evidence
+
+
+def _op_evidence(op: DivergentOp) -> str:
+    """The evidence line of the first op whose value departs."""
+    against = "the single-process value" if op.against == "reference" else "rank 0's value"
+    ranks = ", ".join(str(r) for r in op.ranks) or "?"
+    call = f" (call {op.call + 1} at that line)" if op.call else ""
+    matched = f"; the {op.compared} op(s) before it match" if op.compared else ""
+    return (
+        f"the first torch op whose value departs is {op.op} at {os.path.basename(op.file)}:{op.line}{call}: "
+        f"on rank{'s' if len(op.ranks) != 1 else ''} {ranks} it leaves {against} by {num(op.rel_diff)} "
+        f"(relative){matched}"
+    )
+
+
+def _op_place(p: Placer, op: DivergentOp | None) -> tuple[str, Span] | None:
+    """The line of `op` in the user's file, when the file can be read."""
+    if op is None or not op.file or p.ctx.text(op.file) is None:
+        return None
+    return op.file, p.line_span(op.file, op.line)
 
 
 def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
@@ -282,6 +320,13 @@ def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                 data.update(module=d.first_module.module, cls=d.first_module.cls)
             message, remedy, evidence = _disagreement_texts(d, attempt)
             severity = ERROR
+            at_op = _op_place(p, d.first_op)
+            if at_op is not None and d.first_op is not None:  # the line the disagreement starts at
+                data.update(_op_data(d.first_op))
+                p.add(
+                    at_op[0], at_op[1], "rank-disagreement", message, severity, todo=remedy, evidence=evidence, **data
+                )
+                continue
             if found is not None:
                 p.add(
                     found.path,
@@ -299,6 +344,40 @@ def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                 p.add(
                     where[0], where[1], "rank-disagreement", message, severity, todo=remedy, evidence=evidence, **data
                 )
+
+
+def _op_data(op: DivergentOp) -> dict[str, Any]:
+    return {"opName": op.op, "opFile": op.file, "opLine": op.line, "against": op.against}
+
+
+def _divergent_op(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
+    """The first op whose value departs from the reference in the user's spec's attempt, on its line;
+    none when a passing auto-fix exists (the failing outputs carry it) or a `rank-disagreement` of the
+    same attempt sits on that line already."""
+    first = report.attempts[0]
+    layer = first.layer_divergence
+    op = layer.first_op if layer is not None else None
+    at = _op_place(p, op)
+    if fix is not None or first.passed or op is None or at is None:
+        return
+    if any(
+        d.first_op is not None and (d.first_op.file, d.first_op.line) == (op.file, op.line)
+        for d in first.rank_disagreements
+    ):
+        return
+    message = f"First operation whose value departs from the single-process run: {op.symbol} ({op.op})."
+    evidence = [_op_evidence(op) + f" under {_which(first)}"]
+    fd = layer.first_divergent if layer is not None else None
+    if fd is not None:
+        evidence.append(f"it runs in the first divergent module, {fd.module or fd.cls} ({fd.cls})")
+    remedy = (
+        "look at this line for an aggregation over atoms the runtime does not route (a matrix product, einsum, "
+        "cumsum or sum over a reshaped view of per-atom values: write it as index_add/scatter over batch.batch) "
+        "or a value that depends on which atoms the rank holds; or declare the helper it calls in "
+        "distribution.third_party_helpers."
+    )
+    data = {**_op_data(op), "attempt": first.index}
+    p.add(at[0], at[1], "divergent-op", message, ERROR, todo=remedy, evidence=evidence, **data)
 
 
 def _receptive(p: Placer, report: TraceReport) -> None:
@@ -332,4 +411,5 @@ def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) ->
     _unrouted(p, report, fix)
     _suspicious(p, report, fix)
     _disagreements(p, report, fix)
+    _divergent_op(p, report, fix)
     _receptive(p, report)

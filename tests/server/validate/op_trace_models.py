@@ -1,7 +1,8 @@
 """One model, its per-system energy reduced from per-atom energies in a form no handler routes: each
 rank's energy then counts the rows it holds (owned and halo), the ranks disagree on the energy and its
-forces depart from the reference. Each form's line carries an `# op: <form>` marker; the `helper`
-form's reduction is in `op_trace_helper.py`. One periodic box (144 atoms), world size 2.
+forces depart from the reference (`routed`, a plain sum, passes). Each form's line carries an
+`# op: <form>` marker; the `helper` form's reduction is in `op_trace_helper.py`. One periodic box
+(144 atoms), world size 2.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from examples.structures import make_batch, periodic_slab_system
 
 CUTOFF = 4.0
 FORMS = ("matmul", "einsum", "mm", "cumsum", "view_sum", "helper")
+"""The unrouted forms; `routed` (a plain sum over the atoms, which the handlers route) is the control."""
 
 
 def reduce(form: str, e: torch.Tensor) -> torch.Tensor:
@@ -28,6 +30,8 @@ def reduce(form: str, e: torch.Tensor) -> torch.Tensor:
         return torch.mm(e.unsqueeze(0), torch.ones_like(e).unsqueeze(1)).reshape(1)  # op: mm
     if form == "cumsum":
         return torch.cumsum(e, 0)[-1].reshape(1)  # op: cumsum
+    if form == "routed":
+        return e.sum().reshape(1)
     if form == "view_sum":
         halves = torch.stack([0.5 * e, 0.5 * e], dim=1)
         return halves.view(-1).sum().reshape(1)  # op: view_sum
@@ -98,6 +102,10 @@ def factory_view_sum() -> ReductionModel:
 
 def factory_helper() -> ReductionModel:
     return ReductionModel("helper")
+
+
+def factory_routed() -> ReductionModel:
+    return ReductionModel("routed")
 
 
 model_factory = factory_matmul
