@@ -32,6 +32,7 @@ The handlers:
 - `call_args`: arguments passed by keyword, read by position;
 - `kernel_calls`: an undeclared `torch.ops` kernel read off its shapes;
 - `observer`: `ScatterObserver`, below autograd: aggregations no handler saw;
+- `op_trace`: `OpTracer`, the torch ops a forward issues from the user's code, each with its line and a fingerprint;
 - `unrouted`: naming what no handler routed, with its source location;
 - `autograd_functions`: aggregations inside the user's `torch.autograd.Function`s, routed exactly or named;
 - `function_mark`: how an unrouted record names such a Function (no torch);

@@ -32,6 +32,7 @@ An attempt:
 
 - `instrument`: what runs inside each rank: helper trace and layer records;
 - `layers`: forward hooks on every sub-module, reduced to what compares across ranks;
+- `op_trace`: the first torch op whose value departs, from the op traces of the reference and the ranks;
 - `attempt_records`: one attempt's report record from what its ranks returned;
 - `diff`: distributed outputs against the reference, element by element;
 - `replicas`: replicated outputs compared rank against rank;
