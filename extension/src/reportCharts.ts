@@ -1,7 +1,8 @@
 /**
  * Inline SVG charts of the report panel, built through the escaping `html` template (no external
  * scripts, no raw strings): the per-atom |Δ| against position along the cut axis (points coloured by
- * the rank that owned the atom, each rank's owned slab and its halo bands shaded) and the per-module
+ * the rank that owned the atom, each rank's owned slab and its halo bands shaded, a halo that crosses
+ * a periodic box edge drawn where it wraps to, a legend of the ranks' colours) and the per-module
  * divergence bars of the layer diagnostic. Colours are theme CSS variables. Pure (no `vscode` import).
  */
 
@@ -62,6 +63,53 @@ function pct(value: number): string {
 }
 
 /**
+ * The parts of the interval `[lo, hi)` inside the box `[0, length)` along the cut axis: cut at the
+ * ends of an open axis; on a periodic one, what lies past an edge wraps around to the other side
+ * (`wrapped`), and a band as deep as the box covers all of it. Empty parts are left out.
+ */
+export function bandParts(lo: number, hi: number, length: number, periodic: boolean): Array<{ lo: number; hi: number; wrapped: boolean }> {
+  if (!(hi > lo) || !(length > 0)) {
+    return [];
+  }
+  if (!periodic) {
+    const a = Math.max(lo, 0);
+    const b = Math.min(hi, length);
+    return b > a ? [{ lo: a, hi: b, wrapped: false }] : [];
+  }
+  if (hi - lo >= length) {
+    return [{ lo: 0, hi: length, wrapped: lo < 0 || hi > length }];
+  }
+  const parts: Array<{ lo: number; hi: number; wrapped: boolean }> = [];
+  const inside = { lo: Math.max(lo, 0), hi: Math.min(hi, length) };
+  if (inside.hi > inside.lo) {
+    parts.push({ ...inside, wrapped: false });
+  }
+  if (lo < 0) {
+    parts.push({ lo: lo + length, hi: Math.min(hi, 0) + length, wrapped: true });
+  }
+  if (hi > length) {
+    parts.push({ lo: Math.max(lo, length) - length, hi: hi - length, wrapped: true });
+  }
+  return parts.filter((p) => p.hi > p.lo);
+}
+
+/** The legend under the per-atom chart: one entry per rank (its colour, its slab, how many of the worst atoms it owned) and what the shading means. */
+function rankLegend(data: AtomErrorsData, halo: number): SafeHtml {
+  const entries = data.ranks.map((r) => {
+    const owned = data.worst.filter((w) => w.rank === r.rank).length;
+    const colour = rankColour(r.rank);
+    return html`<li class="legend-rank" data-rank="${r.rank}"><svg class="swatch" width="10" height="10" xmlns="http://www.w3.org/2000/svg"><rect width="10" height="10" fill="${colour}"/></svg> rank ${r.rank}: owns [${fmt(r.lo)}, ${fmt(r.hi)}) Å, ${owned} of the worst atoms</li>`;
+  });
+  const shading =
+    halo > 0 && data.ranks.length > 1
+      ? html`<li class="legend-halo">light band: a rank's own slab; darker band: its halo, ${fmt(halo)} Å deep${
+          data.periodic ? html`, continued across the periodic edge (outlined where it wraps around)` : NOTHING
+        }</li>`
+      : html`<li class="legend-halo">band: a rank's own slab${halo > 0 ? NOTHING : html` (every rank holds every atom: no halo)`}</li>`;
+  return html`<ul class="atom-legend">${joinHtml(entries, "")}${shading}</ul>`;
+}
+
+/**
  * The |Δ| chart of one per-atom output: one `<circle class="atom">` per worst atom (an infinite |Δ| is
  * drawn at the top edge), one `<rect class="owned">` per rank and, when the ranks hold halos, one
  * `<rect class="halo">` on each inner side of each slab; the binned profile as a step line of
@@ -89,17 +137,18 @@ export function atomErrorChart(data: AtomErrorsData): SafeHtml {
       html`<rect class="owned" data-rank="${r.rank}" x="${pct(x(r.lo))}" y="0" width="${pct(Math.max(x(r.hi) - x(r.lo), 0))}" height="100%" fill="${colour}" fill-opacity="0.08"><title>rank ${r.rank} owns [${fmt(r.lo)}, ${fmt(r.hi)}) Å</title></rect>`,
     );
     if (halo > 0 && data.ranks.length > 1) {
-      const sides: Array<[number, number]> = [
+      for (const [lo, hi] of [
         [r.lo - halo, r.lo],
         [r.hi, r.hi + halo],
-      ];
-      for (const [lo, hi] of sides) {
-        if (!data.periodic && (hi <= 0 || lo >= data.length)) {
-          continue;
+      ] as const) {
+        for (const part of bandParts(lo, hi, data.length, data.periodic)) {
+          const where = part.wrapped ? html`, wrapped around the periodic edge` : NOTHING;
+          bands.push(
+            html`<rect class="${part.wrapped ? "halo wrapped" : "halo"}" data-rank="${r.rank}" x="${pct(x(part.lo))}" y="0" width="${pct(Math.max(x(part.hi) - x(part.lo), 0))}" height="100%" fill="${colour}" fill-opacity="0.18"${
+              part.wrapped ? html` stroke="${colour}" stroke-width="1"` : NOTHING
+            }><title>rank ${r.rank} halo, ${fmt(halo)} Å deep${where}: [${fmt(part.lo)}, ${fmt(part.hi)}) Å</title></rect>`,
+          );
         }
-        bands.push(
-          html`<rect class="halo" data-rank="${r.rank}" x="${pct(x(lo))}" y="0" width="${pct(Math.max(x(hi) - x(lo), 0))}" height="100%" fill="${colour}" fill-opacity="0.18"><title>rank ${r.rank} halo, ${fmt(halo)} Å deep</title></rect>`,
-        );
       }
     }
   }
@@ -131,6 +180,7 @@ ${profile}<g class="atoms">${joinHtml(points, "")}</g></svg>
 <div></div>
 <div class="atom-x"><span class="atom-tick">0</span><span class="atom-axis">position along cut axis ${axisName} (Å)</span><span class="atom-tick">${fmt(data.length)}</span></div>
 </div>
+${rankLegend(data, halo)}
 <figcaption>|Δ| of ${data.output} per atom: the ${data.worst.length} worst atoms coloured by owning rank, the line the largest |Δ| per bin; shaded: each rank's slab and its halo.</figcaption></figure>`;
 }
 

@@ -75,6 +75,8 @@ svg.module-bars { display: block; width: 100%; }
 .atom-x { display: flex; justify-content: space-between; gap: 8px; }
 .atom-tick { font-size: ${ATOM_TEXT_PX}px; line-height: ${ATOM_TEXT_PX + 3}px; color: var(--vscode-descriptionForeground, #999); white-space: nowrap; }
 .atom-axis { font-size: ${ATOM_TEXT_PX}px; line-height: ${ATOM_TEXT_PX + 3}px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.atom-legend { list-style: none; margin: 4px 0 0; padding: 0; display: flex; flex-wrap: wrap; gap: 2px 14px; font-size: ${ATOM_TEXT_PX}px; line-height: ${ATOM_TEXT_PX + 3}px; }
+.atom-legend svg.swatch { display: inline-block; vertical-align: baseline; }
 svg.atom-plot { display: block; width: 100%; overflow: visible; border-left: 1px solid var(--vscode-foreground, #ccc); border-bottom: 1px solid var(--vscode-foreground, #ccc); }
 .legend { font-size: .9em; color: var(--vscode-descriptionForeground, #999); }
 .sw { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; vertical-align: middle; }

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { atomErrorChart, moduleDivergenceChart, type AtomErrorsData } from "../../extension/src/reportCharts";
+import { atomErrorChart, bandParts, moduleDivergenceChart, rankColour, type AtomErrorsData } from "../../extension/src/reportCharts";
 import { type ReportMessage, bestAttempt } from "../../extension/src/report";
 import { NOTHING } from "../../extension/src/reportMarkup";
 import { ATOM_PLOT_PX, ATOM_TEXT_PX, MODULE_ROW_PX, MODULE_TEXT_PX, STYLE } from "../../extension/src/reportStyle";
@@ -41,7 +41,9 @@ describe("atomErrorChart", () => {
       assert.equal(count(svg, /<circle class="atom"/g), worst);
       assert.equal(count(svg, /<rect class="owned"/g), ranks);
       assert.equal(count(svg, /<rect class="halo"/g), 2 * (ranks - 1));
-      assert.equal(count(atomErrorChart({ ...data(ranks, worst, 2.0), periodic: true }).toString(), /<rect class="halo"/g), 2 * ranks);
+      const periodic = atomErrorChart({ ...data(ranks, worst, 2.0), periodic: true }).toString();
+      assert.equal(count(periodic, /<rect class="halo"/g), 2 * (ranks - 1));
+      assert.equal(count(periodic, /<rect class="halo wrapped"/g), 2, "the outer ranks' halos wrap around the box edge");
       for (let r = 0; r < ranks; r++) {
         assert.match(svg, new RegExp(`class="owned" data-rank="${r}"`));
       }
@@ -108,6 +110,75 @@ describe("atomErrorChart", () => {
     assert.match(svg, /&lt;img src=x onerror=alert\(1\)&gt;/);
     assert.equal(atomErrorChart({ ...d, worst: [], profile: [] }), NOTHING);
   });
+});
+
+describe("the per-atom chart's halo across a periodic edge", () => {
+  const L = 30;
+  const cases: Array<[string, number, number, boolean, Array<{ lo: number; hi: number; wrapped: boolean }>]> = [
+    ["below 0, wholly", -2, 0, true, [{ lo: 28, hi: 30, wrapped: true }]],
+    ["below 0, partly", -1, 3, true, [{ lo: 0, hi: 3, wrapped: false }, { lo: 29, hi: 30, wrapped: true }]],
+    ["past the end, partly", 29, 32, true, [{ lo: 29, hi: 30, wrapped: false }, { lo: 0, hi: 2, wrapped: true }]],
+    ["past the end, wholly", 30, 32.5, true, [{ lo: 0, hi: 2.5, wrapped: true }]],
+    ["deeper than the box", -5, 40, true, [{ lo: 0, hi: 30, wrapped: true }]],
+    ["inside", 10, 12, true, [{ lo: 10, hi: 12, wrapped: false }]],
+    ["open axis, below 0", -2, 0, false, []],
+    ["open axis, partly past the end", 29, 32, false, [{ lo: 29, hi: 30, wrapped: false }]],
+  ];
+  for (const [what, lo, hi, periodic, parts] of cases) {
+    it(`${what}: ${JSON.stringify(parts)}`, () => {
+      assert.deepEqual(bandParts(lo, hi, L, periodic), parts);
+    });
+  }
+
+  function haloRects(svg: string): Array<{ rank: number; x: number; width: number; wrapped: boolean }> {
+    return [...svg.matchAll(/<rect class="(halo(?: wrapped)?)" data-rank="(\d+)" x="([\d.]+)%" y="0" width="([\d.]+)%"/g)].map((m) => ({
+      wrapped: m[1] === "halo wrapped",
+      rank: Number(m[2]),
+      x: Number(m[3]),
+      width: Number(m[4]),
+    }));
+  }
+
+  for (const ranks of [2, 3, 5]) {
+    it(`${ranks} ranks on a periodic axis: the first rank's lower halo is drawn at the far end, the last rank's upper halo at the start`, () => {
+      const rects = haloRects(atomErrorChart({ ...data(ranks, 4, 2.0), periodic: true }).toString());
+      const wrapped = rects.filter((r) => r.wrapped);
+      assert.deepEqual(
+        wrapped.map((r) => [r.rank, r.x, r.width]),
+        [
+          [0, 93.33, 6.67],
+          [ranks - 1, 0, 6.67],
+        ],
+      );
+      assert.ok(rects.every((r) => r.width > 0), "no band of zero width (a halo clamped to the edge)");
+      const open = haloRects(atomErrorChart(data(ranks, 4, 2.0)).toString());
+      assert.ok(open.every((r) => !r.wrapped) && open.length === 2 * (ranks - 1));
+    });
+  }
+});
+
+describe("the per-atom chart's rank legend", () => {
+  for (const ranks of [1, 2, 4, 7]) {
+    it(`${ranks} ranks: one entry per rank in its points' colour, its slab and its count of worst atoms`, () => {
+      const d = data(ranks, 9, ranks > 1 ? 1.5 : null);
+      const chart = atomErrorChart(d).toString();
+      const entries = [...chart.matchAll(/<li class="legend-rank" data-rank="(\d+)">[\s\S]*?fill="([^"]+)"[\s\S]*?<\/svg> rank (\d+): owns \[([^,]+), ([^)]+)\) Å, (\d+) of the worst atoms<\/li>/g)];
+      assert.equal(entries.length, ranks);
+      entries.forEach((m, r) => {
+        assert.equal(Number(m[1]), r);
+        assert.equal(m[2], rankColour(r));
+        assert.equal(Number(m[3]), r);
+        assert.equal(Number(m[6]), d.worst.filter((w) => w.rank === r).length);
+        const point = new RegExp(`<circle class="atom" data-rank="${r}"[^>]*fill="([^"]+)"`).exec(chart);
+        if (point) {
+          assert.equal(point[1], m[2], "the legend's colour is the points' colour");
+        }
+      });
+      assert.match(chart, ranks > 1 ? /<li class="legend-halo">light band: a rank's own slab; darker band: its halo, 1\.5 Å deep<\/li>/ : /no halo/);
+      const periodic = atomErrorChart({ ...d, periodic: true }).toString();
+      assert.equal(/continued across the periodic edge/.test(periodic), ranks > 1);
+    });
+  }
 });
 
 describe("moduleDivergenceChart", () => {
