@@ -6,11 +6,16 @@ declared `local` scatter mode: the reference measures the real depth and the hal
 any rank runs. That pass is a pass after a fix: state, `fix_applied`, the CLI headline and exit code, the
 JUnit fixed-pass failure, the editor's spec-fix quick fix and the spec `--save-spec` writes all say so.
 On a sample too short for the measured halo, the widening is skipped with its reason in the report.
+A model that runs three layers but declares one and breaks `owned_complete` / `halo_correction`
+(`fix_honesty_models.py`) is switched to `local` with the halo of its measured depth, which its
+rationale states, and passes there.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from typing import Any
 
 import pytest
 
@@ -19,6 +24,7 @@ from distcheck.lsp.actions import report_fixes
 from distcheck.report.fixes import PRE_RUN_RULE
 from distcheck.report.junit import junit_xml
 from distcheck.runtime.model import DEFAULT_SKIN
+from examples import self_graph
 from examples.structures import make_batch, periodic_slab_system
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.procs]
@@ -26,6 +32,8 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.procs]
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitivity_models", "shallow_depth.py")
 CUTOFF = 3.0
 HALO = ["distribution", "policy", "halo_width"]
+SWITCHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fix_honesty_models.py")
+BARE: dict[str, Any] = {"format": "distcheck-spec", "version": 1}
 
 
 @pytest.mark.parametrize(("factory", "depth"), [("model_factory", 3), ("factory_two_declared_one", 2)])
@@ -57,3 +65,24 @@ def test_a_pre_run_halo_that_would_be_degenerate_is_skipped_and_said() -> None:
     assert not any(a.degenerate for a in report.attempts), report.next_action  # never degenerate by its own fix
     if not report.ok:
         assert "not tried" in report.next_action, report.next_action
+
+
+@pytest.mark.parametrize(
+    ("factory", "spec", "rule"),
+    [
+        ("dense_declared_one", BARE, "halo_correction_to_local"),
+        ("dense_declared_one", self_graph.SPEC, "owned_complete_to_local"),
+        ("degree_declared_one", self_graph.SPEC, "owned_complete_to_local"),
+    ],
+)
+def test_a_switch_to_local_takes_the_measured_depth(factory: str, spec: dict[str, Any], rule: str) -> None:
+    report = validate_on_cpu(
+        f"{SWITCHED}:{factory}", self_graph.sample_batch(), spec=copy.deepcopy(spec), world_size=2, timeout_sec=60
+    )
+    switched = [a for a in report.attempts if a.rule == rule]
+    width = 3 * CUTOFF + DEFAULT_SKIN  # three measured hops, one declared
+    assert switched, [a.rule for a in report.attempts]
+    assert switched[0].spec.distribution.policy.halo_width == pytest.approx(width)
+    assert switched[0].halo_completeness.halo_width == pytest.approx(width)  # the halo it ran is the one it states
+    assert f"{width:.4g} Å = 3 × 3 Å" in switched[0].rationale, switched[0].rationale
+    assert report.ok and report.state == "passed_after_fix", report.next_action
