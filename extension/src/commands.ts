@@ -11,6 +11,7 @@ import { ResponseError } from "vscode-languageclient/node";
 
 import { SERVER_COMMANDS, type ServerManager, explainUntrusted } from "./client";
 import { type ReportMessage, type TargetInfo } from "./report";
+import { completeStep } from "./setup";
 import { cancelledTargets, failureKind, outsideWorkspacePaths, savedSpec, startedTarget } from "./serverReplies";
 import { SAVE_AND_VALIDATE, VALIDATE_SAVED, saveDecision, saveMode, targetDirtyFiles } from "./saveFirst";
 import { type StatusBar } from "./statusBar";
@@ -217,6 +218,7 @@ export async function saveSpec(session: Session, arg?: unknown): Promise<void> {
   try {
     const saved = savedSpec(await server.executeServerCommand(SERVER_COMMANDS.saveSpec, [target]));
     if (saved) {
+      completeStep("distcheck.applyFix");
       const uri = vscode.Uri.parse(saved.uri);
       const where = vscode.workspace.asRelativePath(uri);
       const open = await vscode.window.showInformationMessage(

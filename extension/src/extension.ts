@@ -16,6 +16,8 @@ import { panelActions } from "./panelActions";
 import { type ReportMessage, summarize } from "./report";
 import { showReport } from "./reportCommands";
 import { ReportPanel } from "./reportPanel";
+import { findInterpreter } from "./serverEnvironment";
+import { completeStep, installIntoInterpreter } from "./setup";
 import { registerSpecSchema } from "./specSchema";
 import { endedCancelled, reportFiles } from "./status";
 import { StatusBar } from "./statusBar";
@@ -42,6 +44,9 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       server.log(`report for ${message.target}: ${summary.verdict} — ${summary.headline}`);
       panel.show(message, { preserveFocus: true });
       testing.reported(message);
+      if (summary.verdict !== "error") {
+        completeStep("distcheck.validateExample"); // the validation ran to a verdict
+      }
     },
     onProgressBegin: (target, message) => status.started(target, message),
     onProgressStep: (target, message) => status.step(target, message),
@@ -93,6 +98,20 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       void testing.refresh();
     }),
     vscode.commands.registerCommand("distcheck.showOutput", () => server.output.show(true)),
+    vscode.commands.registerCommand("distcheck.installServer", async () => {
+      const installed = await installIntoInterpreter({
+        extensionPath: context.extensionPath,
+        output: server.output,
+        interpreter: findInterpreter,
+        restart: async () => {
+          await server.restart();
+        },
+      });
+      if (installed) {
+        lenses.refresh();
+        void testing.refresh();
+      }
+    }),
     vscode.languages.registerCodeLensProvider(
       [
         { scheme: "file", language: "python" },

@@ -146,12 +146,6 @@ export function interpretProbe(python: Interpreter, probe: ProbeResult): ServerC
   return { ok: true };
 }
 
-/** The install command shown to the user. */
-export function installCommand(python: string): string {
-  const quoted = /\s/.test(python) ? `"${python}"` : python;
-  return `${quoted} -m pip install distcheck`;
-}
-
 /**
  * Restart limiter for the language server: at most `max` restarts within `windowMs`. A server that keeps
  * crashing is left stopped (the user restarts it with "Distcheck: Restart server").

@@ -16,10 +16,10 @@ import {
   type Interpreter,
   type ProbeResult,
   type ServerCheck,
-  installCommand,
   resolveInterpreter,
   settingFromLayers,
 } from "./interpreter";
+import { installLine } from "./setup";
 
 /**
  * `distcheck.interpreter` as the settings hold it now (read afresh on every start, never cached), and
@@ -101,17 +101,25 @@ export function serverOptions(python: Interpreter, cwd: string): ServerOptions {
   };
 }
 
-/** The error notice when the import check failed: open the setting, or see (and copy) the install command, then restart. */
+/**
+ * The error notice when the import check failed: install distcheck there (the wheel the extension ships,
+ * when the interpreter runs but lacks distcheck), open the setting, or see (and copy) the install command.
+ */
 export async function explainSetupProblem(
   check: Exclude<ServerCheck, { ok: true }>,
   python: Interpreter,
   output: vscode.LogOutputChannel,
+  extensionPath: string,
 ): Promise<void> {
-  const choice = await vscode.window.showErrorMessage(check.message, "Open setting", "Show install command");
-  if (choice === "Open setting") {
+  const install = "Install distcheck";
+  const actions = check.reason === "not-importable" ? [install, "Open setting", "Show install command"] : ["Open setting", "Show install command"];
+  const choice = await vscode.window.showErrorMessage(check.message, ...actions);
+  if (choice === install) {
+    await vscode.commands.executeCommand("distcheck.installServer");
+  } else if (choice === "Open setting") {
     await vscode.commands.executeCommand("workbench.action.openSettings", "distcheck.interpreter");
   } else if (choice === "Show install command") {
-    const command = installCommand(python.command);
+    const command = installLine(extensionPath, python);
     output.appendLine(`Install distcheck into the interpreter with:\n  ${command}`);
     const again = await vscode.window.showInformationMessage(
       `Install distcheck with: ${command} (or set distcheck.interpreter to a Python that has it), then run “Distcheck: Restart server”.`,

@@ -3,7 +3,7 @@
  * in User settings is dropped once the extension's configuration registers): `distcheck.interpreter` set
  * in User settings starts the server, and "Distcheck: Restart server" starts it again with the same
  * interpreter (the log names the source; no python3 fallback, no set-up notification). The Distcheck log
- * has levels, and the walkthrough opens with its three steps.
+ * has levels, and the walkthrough opens with its four steps.
  */
 
 import assert from "node:assert/strict";
@@ -67,13 +67,13 @@ describe("settings: the interpreter survives a restart; the walkthrough", { time
       await session.shot("restarted-log");
     }));
 
-  it("the walkthrough opens with its three steps", () =>
+  it("the walkthrough opens with its four steps", () =>
     session.step("walkthrough", async () => {
       await session.palette("Welcome: Open Walkthrough...");
       await session.quickPick("Get started with Distcheck");
       const page = session.page.locator(".gettingStartedContainer");
       await page.waitFor({ timeout: 30_000 });
-      for (const title of ["Pick the interpreter", "Validate an example", "Apply a fix"]) {
+      for (const title of ["Pick the interpreter", "Install distcheck", "Validate an example", "Apply a fix"]) {
         await page.locator(".getting-started-step", { hasText: title }).first().waitFor({ timeout: 30_000 });
       }
       await session.shot("walkthrough");

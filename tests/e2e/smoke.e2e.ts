@@ -52,7 +52,7 @@ describe("smoke: the extension in code-server", { timeout: 600_000 }, () => {
       await session.shot("missing-interpreter");
       await toast.hover();
       await toast.locator(".monaco-button", { hasText: "Show install command" }).click();
-      await session.toasts().filter({ hasText: "-m pip install distcheck" }).first().waitFor();
+      await session.toasts().filter({ hasText: "-m pip install --upgrade" }).first().waitFor();
       await session.shot("install-command");
       await sleep(3000);
       assert.equal(await session.toasts().filter({ hasText: "no Python interpreter at" }).count(), 0, "no second notification (no restart loop)");

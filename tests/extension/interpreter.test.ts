@@ -7,7 +7,6 @@ import {
   RestartBudget,
   describeSource,
   expandSetting,
-  installCommand,
   interpretProbe,
   resolveInterpreter,
   settingFromLayers,
@@ -75,10 +74,6 @@ describe("import check", () => {
     assert.ok(!got.ok && got.reason === "timeout");
   });
 
-  it("install command", () => {
-    assert.equal(installCommand("/v/bin/python"), "/v/bin/python -m pip install distcheck");
-    assert.equal(installCommand("/my env/python"), '"/my env/python" -m pip install distcheck');
-  });
 });
 
 describe("restart budget", () => {
