@@ -84,7 +84,8 @@ def test_diagnostics_show_hostile_text_escaped_and_serialise(name: str) -> None:
     text = HOSTILE[name]
     found = _diagnostics(text)
     assert {str(d.code) for d in found} >= {"worker-error", "spec-invalid", "config-invalid"}
-    sent = json.dumps(default_converter().unstructure(found), ensure_ascii=False).encode("utf-8")  # as pygls sends
+    converter = default_converter()  # type: ignore[no-untyped-call]
+    sent = json.dumps(converter.unstructure(found), ensure_ascii=False).encode("utf-8")  # as pygls sends
     for d in json.loads(sent):
         shown = [d["message"], *(r["message"] for r in d.get("relatedInformation") or [])]
         for line in shown:

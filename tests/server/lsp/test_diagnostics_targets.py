@@ -124,3 +124,30 @@ def test_a_file_that_is_this_targets_own_too_keeps_its_diagnostics(tmp_path: Pat
     ctx = _context(tmp_path, a, b, others=[a, b, spec_b])
     placed = runner_error_diagnostics("ValueError", "a", "fix the factory", frame, ctx)
     assert list(placed) == [str(a)]
+
+
+def test_the_daemon_names_every_other_targets_model_and_spec_files(tmp_path: Path) -> None:
+    """`Runs._other_targets_files`: the configured targets' files but the validated one's."""
+    from types import SimpleNamespace
+
+    from distcheck.lsp.config import load_workspace_targets
+    from distcheck.lsp.runs import Runs
+    from distcheck.lsp.store import DiagnosticsStore
+    from distcheck.lsp.workspace import WorkspaceState
+
+    a, b, spec_b = _workspace(tmp_path)
+    (tmp_path / "c_model.py").write_text(A_MODEL)
+    (tmp_path / "pyproject.toml").write_text(
+        "".join(
+            f'[[tool.distcheck.targets]]\nname = "{n}"\nfactory = "{n}_model.py:model_factory"\n'
+            f'sample = "{n}_model.py:sample_batch"\n\n'
+            for n in ("a", "b", "c")
+        )
+    )
+    server = SimpleNamespace(workspace=None, log=lambda *_: None, encoding="utf-16")
+    runs = Runs.__new__(Runs)
+    runs._workspace = WorkspaceState(server, DiagnosticsStore(lambda _params: None))  # type: ignore[arg-type]
+    targets = {t.name: t for t in load_workspace_targets(str(tmp_path), read_disk).targets}
+    others = runs._other_targets_files(targets["a"], [str(tmp_path)])
+    assert {str(b), str(spec_b), str(tmp_path / "c_model.py")} <= others
+    assert str(a) not in others and str(tmp_path / "a_model.distspec.json") not in others
