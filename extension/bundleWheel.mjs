@@ -1,6 +1,6 @@
 // Builds distcheck's wheel into extension/bundled/ for the .vsix (`npm run package` runs this first), so
 // the walkthrough's "Install distcheck" step installs it into the chosen interpreter: distcheck is on no
-// package registry. The wheel is built from this checkout without build isolation (no network), with the
+// package registry. The wheel is built from this checkout (with build isolation, as `make install` builds it), with the
 // first of $DISTCHECK_PYTHON, the repository's .venv python, python3. The folder is emptied first, so the
 // .vsix carries exactly one wheel, of this version.
 import { spawnSync } from "node:child_process";
@@ -13,7 +13,7 @@ const python = process.env.DISTCHECK_PYTHON || (existsSync(venv) ? venv : "pytho
 
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
-const built = spawnSync(python, ["-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "--quiet", "-w", out], {
+const built = spawnSync(python, ["-m", "pip", "wheel", ".", "--no-deps", "--quiet", "-w", out], {
   stdio: "inherit",
 });
 if (built.status !== 0) {
