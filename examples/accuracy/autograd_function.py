@@ -5,6 +5,7 @@ aggregation inside it is whatever the user wrote (the gather of the aggregated g
 variant is a correct single-process model; `FORMS` names them:
 
   `layer`        one Function per layer wraps the edges → atoms `index_add_` (backward: `index_select`)
+  `setup_context` the layer Function written with `setup_context` (its forward gets no ctx)
   `block`        one Function wraps the whole message step: gather, filter, aggregate (backward by hand)
   `scatter_add`  the layer Function with `scatter_add` on an expanded index (backward: `torch.gather`)
   `amax`         the layer Function aggregating by `scatter_reduce(amax)` (backward: the argmax mask)
@@ -25,7 +26,7 @@ from examples.structures import make_batch, periodic_slab_system
 
 __all__ = ["FORMS", "SPEC", "FunctionMPNN", "model_factory", "sample_batch"]
 
-FORMS = ("layer", "block", "scatter_add", "amax", "energy_only")
+FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only")
 SPEC = make_spec("halo_correction", {"energy": "per_graph", "forces": "per_node"})
 ENERGY_SPEC = make_spec("halo_correction", {"energy": "per_graph"})
 
@@ -43,6 +44,23 @@ class EdgeSum(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (centre,) = ctx.saved_tensors
         return grad.index_select(0, centre), None, None
+
+
+class EdgeSumSetup(torch.autograd.Function):
+    """`EdgeSum` in the `setup_context` style: the forward gets no ctx."""
+
+    @staticmethod
+    def forward(messages: torch.Tensor, centre: torch.Tensor, num_atoms: int) -> torch.Tensor:
+        return messages.new_zeros((num_atoms, *messages.shape[1:])).index_add(0, centre, messages)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(inputs[1])
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (centre,) = ctx.saved_tensors
+        return grad[centre], None, None
 
 
 class EdgeScatterAdd(torch.autograd.Function):
@@ -96,7 +114,13 @@ class Interaction(torch.autograd.Function):
         return grad_h, per_edge * h[neighbour], None, None
 
 
-_LAYER = {"layer": EdgeSum, "scatter_add": EdgeScatterAdd, "amax": EdgeMax, "energy_only": EdgeSum}
+_LAYER = {
+    "layer": EdgeSum,
+    "setup_context": EdgeSumSetup,
+    "scatter_add": EdgeScatterAdd,
+    "amax": EdgeMax,
+    "energy_only": EdgeSum,
+}
 
 
 class FunctionMPNN(nn.Module):
@@ -158,6 +182,11 @@ def model_factory(form: str = "layer") -> FunctionMPNN:
 def layer_factory() -> FunctionMPNN:
     """The `layer` form."""
     return model_factory("layer")
+
+
+def setup_context_factory() -> FunctionMPNN:
+    """The `setup_context` form."""
+    return model_factory("setup_context")
 
 
 def block_factory() -> FunctionMPNN:

@@ -7,8 +7,9 @@ that cross ranks are lost (forces off near the domain boundaries, energies exact
 
 `running_function` finds, from the Python stack, the Function whose forward is running (any subclass
 of `torch.autograd.Function`, by its `apply` and its ctx, never by name). `route_in_function` then
-routes a per-edge → per-atom aggregation and records it on the Function's ctx, whose backward runs
-under `AdjointMode`:
+routes a per-edge → per-atom aggregation and records it on the Function's ctx (for a Function with
+`setup_context`, whose forward gets none, on the node of the Function that returned the aggregation,
+found once it has: `resolve_pending`), whose backward runs under `AdjointMode`:
 
 - **exact** when the handler's map of this rank's aggregate is linear (`edge_handlers.linear_exchange`:
   a sum under `halo_correction`, any reduce under `owned_complete`): the user's backward gathers the
@@ -45,7 +46,16 @@ from .function_mark import function_label
 from .scatter_ops import Scatter
 from .unrouted import Site, record_unrouted, user_frame
 
-__all__ = ["AdjointMode", "FunctionCall", "name_in_function", "route_in_function", "running_function"]
+__all__ = [
+    "AdjointMode",
+    "FunctionCall",
+    "forget_pending",
+    "name_in_function",
+    "pending",
+    "resolve_pending",
+    "route_in_function",
+    "running_function",
+]
 
 _APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
 _RECORDS = "_distcheck_function_records"
@@ -106,7 +116,7 @@ class _Record:
     site: Site
     rows: torch.Tensor | None  # the 1-D index of source rows (None: named, no exact adjoint)
     num_rows: int = 0
-    exchange: Callable[[torch.Tensor], torch.Tensor] | None = None
+    exchange: edge_handlers.Exchange | None = None
     gathered: bool = False
 
 
@@ -120,31 +130,66 @@ def _site(call: FunctionCall) -> Site:
 def route_in_function(ctx: RankContext, sc: Scatter, call: FunctionCall) -> torch.Tensor | None:
     """The handler's result of the per-edge → per-atom `sc` inside `call`'s forward (None where the
     handler has none), with what the backward needs recorded on the Function's ctx."""
-    found = edge_handlers.linear_exchange(ctx, sc) if call.ctx is not None else None
+    found = edge_handlers.linear_exchange(ctx, sc)
     if found is None:
         result = edge_handlers.edge_to_atom(ctx, sc)
         if result is not None:
-            name_in_function(ctx, sc.label, "per_edge_to_per_atom", call)
+            name_in_function(ctx, sc.label, "per_edge_to_per_atom", call, sc)
         return result
     edge_handlers.count_route(ctx, sc)
     local, exchange = found
+    result = exchange(local)
     if call.needs_grad:
-        site = _site(call)
-        record = _Record(ctx, sc.label, "per_edge_to_per_atom", site, sc.rows_index, int(local.shape[0]), exchange)
+        record = _Record(ctx, sc.label, "per_edge_to_per_atom", _site(call), sc.rows_index, int(local.shape[0]))
+        record.exchange = exchange
+        _keep(call, record, (result, sc.target, sc.out))
+    return result
+
+
+def name_in_function(
+    ctx: RankContext, label: str, aggregation: str, call: FunctionCall, sc: Scatter | None = None
+) -> None:
+    """Record the routed `label` (of `sc`) inside `call`'s forward, to be named when its backward runs;
+    never when no input needs a gradient."""
+    if call.needs_grad:
+        _keep(call, _Record(ctx, label, aggregation, _site(call), None), () if sc is None else (sc.target, sc.out))
+
+
+_PENDING: list[tuple[type, list[weakref.ref[torch.Tensor]], _Record]] = []
+"""Records of a Function whose forward gets no ctx (`setup_context`), with the tensors the aggregation
+returned: when the Function returns one of them, its node is the ctx (`resolve_pending`)."""
+
+
+def _keep(call: FunctionCall, record: _Record, results: Sequence[torch.Tensor | None]) -> None:
+    if call.ctx is not None:
         _attach(call.ctx, record)
-    return exchange(local)
-
-
-def name_in_function(ctx: RankContext, label: str, aggregation: str, call: FunctionCall) -> None:
-    """Record the routed `label` inside `call`'s forward to be named when its backward runs (at once
-    for a Function without a ctx, if an input needs a gradient; never when none does)."""
-    if not call.needs_grad:
-        return
-    record = _Record(ctx, label, aggregation, _site(call), None)
-    if call.ctx is None:
-        _name(record)
     else:
-        _attach(call.ctx, record)
+        _PENDING.append((call.cls, [weakref.ref(t) for t in results if t is not None], record))
+
+
+def resolve_pending() -> None:
+    """Attach each pending record to the node of the Function that returned its aggregation, once the
+    Function has returned (grad mode is back on); a record whose aggregation the Function did not return
+    as it is (no node to attach to) is named now."""
+    while _PENDING:
+        cls, refs, record = _PENDING.pop(0)
+        node = getattr(cls, "_backward_cls", None)
+        tensors = [t for t in (r() for r in refs) if t is not None]
+        found = next((t.grad_fn for t in tensors if node is not None and isinstance(t.grad_fn, node)), None)
+        if found is None:
+            _name(record)
+        else:
+            _attach(found, record)
+
+
+def pending() -> bool:
+    """Whether some record waits for its Function's node (`resolve_pending`)."""
+    return bool(_PENDING)
+
+
+def forget_pending() -> None:
+    """Drop what an earlier run left pending (a forward that ran while grad mode stayed off)."""
+    _PENDING.clear()
 
 
 def _name(record: _Record) -> None:

@@ -32,7 +32,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..report.handler_counts import handler_count
 from ..spec import CustomOp
-from . import edge_handlers, reduce_handlers
+from . import autograd_functions, edge_handlers, reduce_handlers
 from .autograd_functions import name_in_function, route_in_function, running_function
 from .call_args import op_positions
 from .context import RankContext
@@ -75,6 +75,7 @@ class HandlerMode(TorchFunctionMode):
         super().__init__()
         self.ctx = ctx
         self.custom_ops = {c.op: c for c in custom_ops}
+        autograd_functions.forget_pending()
 
     # -- entry point --------------------------------------------------------------------------
     def __torch_function__(
@@ -83,6 +84,8 @@ class HandlerMode(TorchFunctionMode):
         kwargs = kwargs or {}
         PythonLevel.depth += 1
         try:
+            if autograd_functions.pending() and torch.is_grad_enabled():
+                autograd_functions.resolve_pending()
             if self.ctx.suspended:
                 return func(*args, **kwargs)
             handler = self._route(func, args, kwargs)
