@@ -32,6 +32,7 @@ from ..report import (
     UnroutedOp,
     view,
 )
+from ..report.checks import receptive_remedy
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
@@ -382,26 +383,37 @@ def _divergent_op(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
 
 def _receptive(p: Placer, report: TraceReport) -> None:
     field = report.receptive_field
-    if field is None or not field.under_declared or field.measured_depth is None:
+    remedy = receptive_remedy(field) if field is not None else None  # = validate.field_advice.field_remedy
+    if field is None or remedy is None or field.measured_depth is None:
         return
     where = p.factory(report)
     if where is None:
         return
     declared = f"{field.declared_depth or 1} × {num(field.cutoff)} Å = {num(field.declared_field)} Å"
-    measured = f"{field.measured_depth} hop(s) × {num(field.cutoff)} Å = {num(field.measured_field)} Å"
     done = (
         f"; this validation ran with halo_width {num(field.halo_width_set)} Å meanwhile (report.spec keeps it)"
         if field.halo_width_set is not None
         else ""
     )
-    message = (
-        f"Receptive field under-declared: the wrapper declares {field.declared_depth or 1} hop(s), the reference "
-        f"measured {field.measured_depth}."
-    )
+    if field.remedy == "cutoff":
+        message = (
+            f"Cutoff under-declared: the wrapper declares {num(field.cutoff)} Å, the reference saw atoms move up to "
+            f"{num(field.reach_angstrom)} Å from a displaced one, which a longer cutoff explains, not more hops."
+        )
+        measured = f"reach {num(field.reach_angstrom)} Å ({field.reach_hops} hop(s) of the declared cutoff)"
+    else:
+        message = (
+            f"Receptive field under-declared: the wrapper declares {field.declared_depth or 1} hop(s), the reference "
+            f"measured {field.measured_depth}."
+        )
+        measured = f"{field.measured_depth} hop(s) × {num(field.cutoff)} Å = {num(field.measured_field)} Å"
     evidence = [f"declared {declared}; measured {measured} (from {field.basis}){done}"]
-    remedy = f"set num_interactions = {field.measured_depth} on the wrapper."
-    data = {"declaredDepth": field.declared_depth, "measuredDepth": field.measured_depth}
-    p.add(where[0], where[1], "receptive-field", message, WARNING, todo=remedy, evidence=evidence, **data)
+    data = {
+        "declaredDepth": field.declared_depth,
+        "measuredDepth": field.measured_depth,
+        "suggestedCutoff": field.suggested_cutoff,
+    }
+    p.add(where[0], where[1], "receptive-field", message, WARNING, todo=f"{remedy}.", evidence=evidence, **data)
 
 
 def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "SuspiciousOutput",
     "SystemHealth",
     "receptive_line",
+    "receptive_remedy",
     "suspicious_line",
 ]
 
@@ -193,6 +194,11 @@ def receptive_line(f: ReceptiveField) -> str:
     if f.status != "measured":
         return f"receptive field {f.status.replace('_', ' ')}: {f.note}"
     measured = f"{f.measured_depth} hop(s) × {_num(f.cutoff)} Å = {_num(f.measured_field)} Å (from {f.basis})"
+    if f.remedy == "cutoff" and f.measured_field is not None:
+        measured = (
+            f"a reach of {_num(f.reach_angstrom)} Å ({f.reach_hops} hop(s) of the declared cutoff, from {f.basis}), "
+            f"which a cutoff of {_num(f.measured_field / (f.declared_depth or 1))} Å explains, not more hops"
+        )
     if f.lower_bound:
         measured += ", a lower bound (a per-system quantity feeds back into every atom)"
     line = f"receptive field: declared {declared}, measured {measured}"
@@ -201,3 +207,21 @@ def receptive_line(f: ReceptiveField) -> str:
         if f.halo_width_set is not None:
             line += f", halo_width set to {f.halo_width_set:.4g} Å before the first run"
     return line
+
+
+def receptive_remedy(field: ReceptiveField) -> str | None:
+    """The remedy for an under-declared receptive field (`validate.field_advice.field_remedy`, which
+    promises the wording), or None."""
+    if not field.under_declared:
+        return None
+    if field.remedy == "cutoff" and field.suggested_cutoff is not None:
+        depth = field.declared_depth or 1
+        return (
+            f"set cutoff = {field.suggested_cutoff:g} on the wrapper, or the model's own cutoff if larger (the model "
+            f"reads atoms up to {_num(field.reach_angstrom)} Å from a displaced one: {depth} interaction(s) of the "
+            f"declared {_num(field.cutoff)} Å cutoff do not reach that far, and more interactions do not explain which "
+            "atoms moved)"
+        )
+    if field.remedy == "depth" or (field.remedy == "none" and field.measured_depth is not None):
+        return f"set num_interactions = {field.measured_depth} on the wrapper"
+    return None

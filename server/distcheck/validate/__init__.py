@@ -20,7 +20,10 @@ The reference and what is read off it:
 - `reference`: the single-process reference run, in a child of the warm pool;
 - `reference_field`: the receptive-field measurement, off the critical path;
 - `receptive`: the measured receptive field against the declared one;
-- `receptive_graph`: the measurement's cutoff graph, displacements and hop distances;
+- `receptive_graph`: the measurement's cutoff graph, displacements, hop distances and distances in Å;
+- `receptive_reach`: whether a measured reach is explained by more hops or by a longer cutoff;
+- `field_record`: the measurement's typed record, and the halo set from it before the first run;
+- `field_advice`: the remedy's text for an under-declared receptive field (depth or cutoff);
 - `field_cache`: receptive-field measurements remembered for the same model and sample;
 - `inference`: spec inference: the wrapper's spec is the prior, the rest read off the reference;
 - `outputs`: what the validator requires of the wrapper's outputs;
@@ -51,6 +54,7 @@ Auto-fix and the report's advice:
 - `owned_complete`: the rules into and out of scatter mode `owned_complete`;
 - `halo_bounds`: how far a halo may be widened; the rule back from `local` for edge virials;
 - `rollback`: rolling back a mutation that made the comparison worse;
+- `fix_record`: what the pipeline changed in the spec as given, each attempt's fixes;
 - `unrouted`: what to say and do about unrouted aggregations;
 - `next_action`: the report's `next_action`, ranked by cause;
 - `evidence`: the evidence `next_action` shows;

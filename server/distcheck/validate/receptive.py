@@ -4,16 +4,34 @@ The declared field is `cutoff × num_interactions`; `local` mode derives its hal
 that declares one interaction too few loses its farthest hop at every domain boundary, an error that
 small weights can keep below the tolerances. The measurement needs no knowledge of the model:
 
-1. run the wrapper twice on the sample (the difference is its run-to-run noise, zero on the CPU; the
-   reference's own forward, observed by a `SourceCapture`, is the first of the two);
-2. displace one probe atom per system (two rounds of probes) by a small step that changes no edge;
+1. run the wrapper twice on the sample, the second time rigidly translated by the step (the
+   reference's own forward, observed by a `SourceCapture`, is the first of the two): no distance
+   changes, so what differs is round-off and run-to-run noise. Each per-atom quantity's **noise floor**
+   is the larger of that difference and its dtype's round-off (`sensitivity.epsilon_floor`, the
+   definition of the floor "suspicious" is judged against); an atom *moved* when it changed by more
+   than `MOVED_RATIO` × that floor. A quantity a translation moves by far more than round-off (the
+   positions themselves) is not observed;
+2. displace one probe atom per system (two rounds of probes) by the largest step that changes no edge
+   (`LOW_PRECISION_STEPS`, up to 0.1 Å, when a quantity is float32 or less: a far hop's change grows
+   with the step and must stand above that dtype's round-off);
 3. see which atoms' per-atom quantities moved: the per-atom inputs of the per-system reductions the
    wrapper runs (the per-atom energies, when it sums them by the system index) and its per-node
    outputs;
-4. count, in the neighbour graph of the cutoff, the hops from the probe to the farthest atom that
-   moved: a per-atom quantity of depth L moves up to L hops away, an autograd-derived one (forces,
+4. count, in the neighbour graph of the declared cutoff, the hops from the probe to the farthest atom
+   that moved (the **reach in hops**), and the distance to it (the **reach in Å**, nearest periodic
+   image): a per-atom quantity of depth L moves up to L hops away, an autograd-derived one (forces,
    gradients of a sum of depth-L terms) up to 2L, so the depth is at least that hop count (halved and
-   rounded up for autograd outputs).
+   rounded up for autograd outputs);
+5. when that depth exceeds the declared one, decide which declaration is short (`receptive_reach`):
+   more hops of the declared cutoff predict that the atoms within the reach in hops move, a longer
+   cutoff at the declared depth that those within the reach in Å move. The cutoff is named (remedy
+   "cutoff", with the cutoff the reach implies, and the field is declared depth × that cutoff) only
+   when it predicts clearly fewer atoms that did not move and enough atoms moved past the declared
+   hops; otherwise the depth is (remedy "depth"). A depth is thus advised only where hops explain
+   the reach, and a reach in Å that hops of the declared cutoff do not explain names the cutoff.
+
+A float32 model whose far hop changes a value by less than its round-off reads shallower, never
+deeper: the floor only ever hides a change.
 
 Hop counts never overestimate the depth (an edge-changing step is refused; a path of h hops in the
 graph of the cutoff is needed for a change h hops away; only hops reached level by level count: an
@@ -24,8 +42,8 @@ quantity fed back into every atom, e.g. charge equilibration), that observation 
 left out.
 
 `measure_receptive_field` runs in the reference child once it has handed over its outputs, while the
-first attempt's ranks run (`reference_field`); `receptive_record` and `apply_measured_field` run in
-the validator.
+first attempt's ranks run (`reference_field`); `receptive_record` and `apply_measured_field`
+(`field_record`, re-exported here) run in the validator.
 """
 
 from __future__ import annotations
@@ -40,10 +58,22 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..batch import Batch
-from ..report import ReceptiveField
-from ..runtime.model import DEFAULT_SKIN
-from ..spec import MLIPSpec
-from .receptive_graph import STEPS, CutoffGraph, NeighborMemo, adjacency, gapless_reach, hop_distances
+from ..runtime.model import wrapper_attr
+from .field_record import apply_measured_field, effective_depth, receptive_record
+from .receptive_graph import (
+    LOW_PRECISION_STEPS,
+    STEPS,
+    CutoffGraph,
+    NeighborMemo,
+    adjacency,
+    choose_probes,
+    distances_from,
+    gapless_reach,
+    hop_distances,
+    probe_candidates,
+)
+from .receptive_reach import Observation, Weighed, decide, suggested_cutoff, weigh
+from .sensitivity import epsilon_floor
 from .trust_action import GRAPH_SKIP
 
 __all__ = [
@@ -58,6 +88,12 @@ __all__ = [
 
 PROBE_ROUNDS = 2
 """Rounds of probes (one displaced atom per system each)."""
+
+PROBE_CANDIDATES = 16
+"""Atoms tried per system and round for a probe the step cannot carry across a cutoff."""
+
+MOVED_RATIO = 8.0
+"""A per-atom quantity moved when it changed by more than this many times its noise floor."""
 
 MAX_FORWARD_SECONDS = 20.0
 """Above this reference forward time the measurement (four more forwards) is skipped."""
@@ -118,16 +154,17 @@ def per_atom_quantities(
     sources: Sequence[torch.Tensor], outputs: Mapping[str, torch.Tensor], batch: Batch
 ) -> dict[str, torch.Tensor]:
     """The per-atom quantities one run of the wrapper gave: the per-system reduction `sources` a
-    `SourceCapture` recorded and the per-node `outputs`, each as an (atoms, -1) float64 CPU tensor."""
+    `SourceCapture` recorded and the per-node `outputs`, each as an (atoms, -1) CPU tensor of its own
+    dtype (a complex one as its real and imaginary parts), so its round-off can be told."""
     found: dict[str, torch.Tensor] = {}
     n = batch.num_atoms
     for i, src in enumerate(sources):
-        found[f"source:{i}"] = src.reshape(n, -1).to(torch.float64).cpu()
+        found[f"source:{i}"] = src.reshape(n, -1).cpu()
     for name, value in outputs.items():
         v = value.detach()
         if v.ndim >= 1 and v.shape[0] == n and n != batch.num_systems and (v.is_floating_point() or v.is_complex()):
             real = torch.view_as_real(v) if v.is_complex() else v
-            found[f"output:{name}"] = real.reshape(n, -1).to(torch.float64).cpu()
+            found[f"output:{name}"] = real.reshape(n, -1).cpu()
     return found
 
 
@@ -141,22 +178,6 @@ def _run(wrapper: Any, batch: Batch) -> dict[str, torch.Tensor]:
     return per_atom_quantities(capture.sources, check_outputs(raw, type(wrapper).__name__), batch)
 
 
-def _probes(batch: Batch) -> list[list[int]]:
-    """Per system, `PROBE_ROUNDS` atoms spread along its longest extent (median, then lower quartile)."""
-    pos = batch.positions.detach().cpu().to(torch.float64)
-    out: list[list[int]] = []
-    for sl in batch.system_slices():
-        if sl.stop - sl.start < 2:
-            out.append([])
-            continue
-        p = pos[sl]
-        axis = int(torch.argmax(p.max(0).values - p.min(0).values))
-        order = torch.argsort(p[:, axis]).tolist()
-        picks = [order[int(q * (len(order) - 1))] + sl.start for q in (0.5, 0.25)][:PROBE_ROUNDS]
-        out.append(list(dict.fromkeys(picks)))
-    return out
-
-
 def _displaced(batch: Batch, atoms: Sequence[int], step: float) -> Batch:
     moved = batch.clone()
     pos = moved.positions.detach().clone()
@@ -165,6 +186,12 @@ def _displaced(batch: Batch, atoms: Sequence[int], step: float) -> Batch:
         pos[k] = pos[k] + step * direction
     moved.positions = pos
     return moved
+
+
+def _translated(batch: Batch, step: float) -> Batch:
+    """`batch` with every atom displaced by `step` along the probes' direction: a rigid translation,
+    which changes no distance, so what it changes is round-off (and run-to-run noise)."""
+    return _displaced(batch, range(batch.num_atoms), step)
 
 
 def _label(key: str, derived: Mapping[str, bool]) -> tuple[str, int]:
@@ -188,10 +215,13 @@ def measure_receptive_field(
 ) -> dict[str, Any]:
     """Measure the depth in cutoff hops (see the module docstring); runs the wrapper 2 + `PROBE_ROUNDS`
     more times, one fewer when `base` holds the `per_atom_quantities` of a run on `batch` already made
-    (the reference's own forward). Returns a JSON-ready dict `{"status", "cutoff", "measured_depth", "basis", "probes",
-    "note"}` (`status` as `ReceptiveField.status`; `lower_bound` True when some quantity moved every
-    atom, so the depth is only a lower bound); never raises: a failure is `not_measured` with the
-    reason in `note`."""
+    (the reference's own forward). `cutoff` is the declared one (hops are counted in its graph); the
+    declared depth is the wrapper's `num_interactions`. Returns a JSON-ready dict `{"status",
+    "cutoff", "measured_depth", "basis", "probes", "note"}` (`status` as `ReceptiveField.status`;
+    `lower_bound` True when some quantity moved every atom, so the depth is only a lower bound), and
+    when measured `reach_hops`, `reach_angstrom`, `noise_floor`, `remedy`, `field` and
+    `suggested_cutoff` as `ReceptiveField`'s (`measured_depth` is the declared depth when the cutoff
+    is the remedy); never raises: a failure is `not_measured` with the reason in `note`."""
     result: dict[str, Any] = {"status": "not_measured", "cutoff": cutoff, "measured_depth": None, "basis": ""}
     result["probes"] = 0
     if cutoff is None or not math.isfinite(cutoff) or cutoff <= 0:
@@ -207,6 +237,22 @@ def measure_receptive_field(
         return {**result, "note": f"the wrapper failed on a displaced sample ({type(exc).__name__}: {exc})"}
 
 
+def _low_precision(quantities: Mapping[str, torch.Tensor]) -> bool:
+    """Whether some observed quantity is single precision or less."""
+    return any(torch.finfo(v.dtype).eps > 1e-10 for v in quantities.values() if v.is_floating_point())
+
+
+def _floors(
+    raw: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor], again: Mapping[str, torch.Tensor]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per quantity, its run-to-run difference (`again`: the translated sample) and its noise floor:
+    the larger of that and the dtype's round-off of its values (`sensitivity.epsilon_floor`, the
+    definition the "suspicious" floor uses)."""
+    noise = {k: float((base[k] - again[k]).abs().max()) if base[k].numel() else 0.0 for k in base if k in again}
+    floors = {k: max(epsilon_floor(raw[k], 0.0), noise.get(k, 0.0)) for k in base}
+    return noise, floors
+
+
 def _measure(
     wrapper: Any,
     batch: Batch,
@@ -216,52 +262,55 @@ def _measure(
     given: Mapping[str, torch.Tensor] | None,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    base = dict(given) if given is not None else _run(wrapper, batch)
+    raw = dict(given) if given is not None else _run(wrapper, batch)
+    if not raw:
+        return {**result, "note": "the wrapper has no per-node output and no per-system reduction to observe"}
+    steps = LOW_PRECISION_STEPS if _low_precision(raw) else STEPS
+    base = {k: v.to(torch.float64) for k, v in raw.items()}
     memo = NeighborMemo(batch)
-    remembered = batch.clone()
-    remembered.neighbor_list = memo  # type: ignore[method-assign]
-    again = _run(wrapper, remembered)
-    noise = {k: float((base[k] - again[k]).abs().max()) if base[k].numel() else 0.0 for k in base if k in again}
+    shifted = _translated(batch, steps[0])
+    shifted.neighbor_list = memo  # type: ignore[method-assign]  # a translation changes no pair
+    again = {k: v.to(torch.float64) for k, v in _run(wrapper, shifted).items()}
+    noise, floors = _floors(raw, base, again)
     scale = {k: float(base[k].abs().max()) if base[k].numel() else 0.0 for k in base}
-    if any(noise[k] > 1e-6 * max(scale[k], 1e-30) for k in noise):
+    limit = {k: max(1e-6, 1e4 * float(torch.finfo(raw[k].dtype).eps)) for k in base if raw[k].is_floating_point()}
+    moving = {k for k in noise if noise[k] > limit.get(k, 1e-6) * max(scale[k], 1e-30)}
+    base = {k: v for k, v in base.items() if k not in moving}  # e.g. the positions: not translation invariant
+    if not base:
         return {
             **result,
-            "note": "two identical runs of the wrapper differ, so what a displaced atom moves cannot be told",
+            "note": f"two runs of the wrapper, the second on the sample translated by {steps[0]:g} Å, differ by far "
+            "more than round-off in every per-atom quantity (the model is not deterministic, or not translation "
+            "invariant), so what a displaced atom moves cannot be told",
         }
-    if not base:
-        return {**result, "note": "the wrapper has no per-node output and no per-system reduction to observe"}
+    declared = int(wrapper_attr(wrapper, "num_interactions") or 1)
     n = batch.num_atoms
-    cutoff_graph = CutoffGraph(batch, cutoff)
+    cutoff_graph = CutoffGraph(batch, cutoff, steps)
     graph = adjacency(cutoff_graph.edges, n)
     slices = batch.system_slices()
-    probes = _probes(batch)
-    bounds: dict[str, int] = {}
+    seen: dict[str, list[Observation]] = {}
     unbounded: set[str] = set()
     skips: dict[str, int] = {}  # quantity -> farthest hop of an atom that moved past an empty level
     used = 0
-    for round_ in range(PROBE_ROUNDS):
-        atoms = [p[round_] for p in probes if len(p) > round_]
-        if not atoms:
-            continue
+    for candidates in probe_candidates(batch, PROBE_ROUNDS, PROBE_CANDIDATES):
         asked = sorted(memo.lists)  # the cutoffs the wrapper built neighbour lists for
         reuse = bool(asked) and asked[-1] <= cutoff
-        moved = None
-        for step in STEPS:
-            if cutoff_graph.unchanged_by(atoms, step, asked if reuse else ()):
-                moved = _displaced(batch, atoms, step)
-                if reuse:
-                    moved.neighbor_list = memo  # type: ignore[method-assign]
-                break
-        if moved is None:
+        chosen = choose_probes(cutoff_graph, candidates, steps, asked if reuse else ())
+        if chosen is None:
             continue
+        atoms, step = chosen
+        moved = _displaced(batch, atoms, step)
+        if reuse:
+            moved.neighbor_list = memo  # type: ignore[method-assign]
         out = _run(wrapper, moved)
         used += len(atoms)
         hop_maps = {k: hop_distances(graph, k) for k in atoms}
+        distances: dict[int, np.ndarray] = {}
         for key, before in base.items():
             after = out.get(key)
             if after is None or after.shape != before.shape:
                 continue
-            changed = ((after - before).abs() > 8.0 * noise.get(key, 0.0)).any(dim=1).numpy()
+            changed = ((after.to(torch.float64) - before).abs() > MOVED_RATIO * floors[key]).any(dim=1).numpy()
             for k in atoms:
                 sl = next(s for s in slices if s.start <= k < s.stop)
                 rows = np.flatnonzero(changed[sl]) + sl.start
@@ -271,16 +320,17 @@ def _measure(
                 if rows.size == sl.stop - sl.start or (hops < 0).any():
                     unbounded.add(key)  # every atom moved: a per-system quantity feeds back, nothing is bounded
                     continue
-                _, per_layer = _label(key, derived)
                 reach = gapless_reach(hops)
                 if reach < int(hops.max()):
                     skips[key] = max(skips.get(key, 0), int(hops.max()))
-                bounds[key] = max(bounds.get(key, 0), math.ceil(reach / per_layer))
+                if k not in distances:
+                    distances[k] = distances_from(batch, k)
+                seen.setdefault(key, []).append(Observation(k, rows[hops <= reach], hop_maps[k], distances[k], reach))
     result["probes"] = used
     result["seconds"] = time.perf_counter() - t0
     if used == 0:
         return {**result, "note": "every displacement tried changed the neighbour graph; nothing was measured"}
-    if not bounds:
+    if not seen:
         if unbounded:
             return {
                 **result,
@@ -288,13 +338,56 @@ def _measure(
                 "note": "displacing one atom moved every atom of its system (a per-system quantity feeds back into "
                 "each atom), so no depth can be read off",
             }
-        return {**result, "note": "displacing an atom moved no per-atom quantity"}
-    key = max(bounds, key=lambda k: (bounds[k], k.startswith("source")))
+        return {**result, "note": "displacing an atom moved no per-atom quantity above its noise floor"}
+    weighed = {k: weigh(obs, cutoff, declared, _label(k, derived)[1]) for k, obs in seen.items()}
+    key = max(weighed, key=lambda k: (weighed[k].depth, k.startswith("source")))
     label, _ = _label(key, derived)
-    result.update(status="measured", measured_depth=bounds[key], basis=label, lower_bound=bool(unbounded))
-    parts = [f"{_label(k, derived)[0]}: {v} layer(s)" for k, v in bounds.items()]
+    over = [w for w in weighed.values() if w.depth > declared]
+    reach_cutoff = decide(over, cutoff) if over else None
+    longer = reach_cutoff is not None
+    depth = declared if longer else weighed[key].depth
+    result.update(
+        status="measured",
+        measured_depth=depth,
+        basis=label,
+        lower_bound=bool(unbounded),
+        reach_hops=weighed[key].hops,
+        reach_angstrom=round(weighed[key].angstrom, 4),
+        noise_floor=floors[key],
+        remedy="cutoff" if longer else ("depth" if over else "none"),
+        field=None if reach_cutoff is None else round(declared * reach_cutoff, 4),
+        suggested_cutoff=None if reach_cutoff is None else suggested_cutoff(reach_cutoff),
+    )
+    result["note"] = _note(used, weighed, unbounded, skips, derived, steps, declared if longer else None)
+    return result
+
+
+def _note(
+    used: int,
+    weighed: Mapping[str, Weighed],
+    unbounded: set[str],
+    skips: Mapping[str, int],
+    derived: Mapping[str, bool],
+    steps: Sequence[float],
+    declared: int | None,
+) -> str:
+    """What was measured, per quantity, for `ReceptiveField.note` (`declared`: the declared depth, when a
+    longer cutoff explains the reach)."""
+    parts = [
+        f"{_label(k, derived)[0]}: {w.depth} layer(s) ({w.hops} hop(s), {w.angstrom:.3g} Å)" for k, w in weighed.items()
+    ]
     parts += [f"{_label(k, derived)[0]}: moved every atom" for k in sorted(unbounded)]
-    note = f"{used} atom(s) displaced; " + "; ".join(parts)
+    note = (
+        f"{used} atom(s) displaced; moved means by more than {MOVED_RATIO:g}× the noise floor (the dtype's round-off "
+        f"of the values, or a run on the sample translated by {steps[0]:g} Å if larger); " + "; ".join(parts)
+    )
+    if declared is not None:
+        over = [w for w in weighed.values() if w.depth > declared]
+        note += (
+            f"; a longer cutoff explains the atoms that moved better than more hops: of the atoms within each reach "
+            f"in Å of a probe {sum(w.wrong_cutoff for w in over)} did not move, of those within each reach in hops "
+            f"{sum(w.wrong_depth for w in over)}"
+        )
     if unbounded:
         note += " (a lower bound: a per-system quantity feeds back into every atom, hiding the rest of the field)"
     for skipped, far in skips.items():
@@ -302,62 +395,4 @@ def _measure(
             f"; {_label(skipped, derived)[0]} also moved {far} hop(s) away with nothing moving in between: "
             f"{GRAPH_SKIP} (code that reads a fixed row, such as pos[0]), not counted as depth"
         )
-    result["note"] = note
-    return result
-
-
-def receptive_record(reference: Mapping[str, Any]) -> ReceptiveField | None:
-    """The typed record of the reference's measurement (None when the reference carries none)."""
-    raw = reference.get("receptive_field")
-    if not isinstance(raw, Mapping):
-        return None
-    info = reference.get("wrapper") or {}
-    declared = info.get("num_interactions")
-    cutoff = raw.get("cutoff")
-    measured = raw.get("measured_depth")
-    depth = int(declared) if declared else 1
-    return ReceptiveField(
-        status=str(raw.get("status", "not_measured")),
-        cutoff=None if cutoff is None else float(cutoff),
-        declared_depth=None if declared is None else int(declared),
-        declared_field=None if cutoff is None else float(cutoff) * depth,
-        measured_depth=None if measured is None else int(measured),
-        measured_field=None if measured is None or cutoff is None else float(cutoff) * int(measured),
-        basis=str(raw.get("basis", "")),
-        probes=int(raw.get("probes", 0)),
-        under_declared=measured is not None and int(measured) > depth,
-        note=str(raw.get("note", "")),
-        lower_bound=bool(raw.get("lower_bound", False)),
-    )
-
-
-def effective_depth(reference: Mapping[str, Any]) -> int | None:
-    """The depth the halo must cover: the declared `num_interactions`, or the measured depth when larger
-    (None when neither is known)."""
-    declared = (reference.get("wrapper") or {}).get("num_interactions")
-    measured = (reference.get("receptive_field") or {}).get("measured_depth")
-    known = [int(d) for d in (declared, measured) if d]
-    return max(known) if known else None
-
-
-def apply_measured_field(spec: MLIPSpec, field: ReceptiveField | None) -> tuple[MLIPSpec, str | None]:
-    """The spec to run first and a note: under `local`, an under-declared depth sets `halo_width` to the
-    measured field plus the skin, unless the spec gives `halo_width` already (only a prior sets it:
-    inference never does), which is then only flagged (halo completeness reports it and auto-fix widens
-    it). `field.halo_width_set` records the change."""
-    policy = spec.distribution.policy
-    if field is None or not field.under_declared or field.measured_field is None:
-        return spec, None
-    if policy.kind != "halo" or policy.scatter_mode != "local":
-        return spec, None
-    if policy.halo_width is not None:
-        return spec, None
-    width = round(field.measured_field + DEFAULT_SKIN, 6)
-    fixed = spec.copy()
-    fixed.distribution.policy.halo_width = width
-    field.halo_width_set = width
-    return fixed, (
-        f"the wrapper declares num_interactions = {field.declared_depth or 1} ({field.declared_field:g} Å) but "
-        f"the reference shows {field.measured_depth} hops ({field.measured_field:g} Å, from {field.basis}): "
-        f"halo_width set to {width:g} Å before the first run"
-    )
+    return note

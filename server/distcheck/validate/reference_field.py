@@ -12,6 +12,7 @@ validation.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from ..processes import run_dirs
 from ..processes.reaper import retire
 from ..processes.supervise import supervise
 from ..runtime.errors import DistributedError
+from ..runtime.model import wrapper_attr
 from .receptive import measure_receptive_field, per_atom_quantities
 
 __all__ = ["FIELD_FILE", "FieldProbe", "PendingField"]
@@ -50,20 +52,33 @@ class FieldProbe:
     outputs: Mapping[str, torch.Tensor]
 
     def measure(self) -> dict[str, Any]:
-        """`measure_receptive_field` on the sample, its seconds in `"seconds_total"`; never raises."""
+        """`measure_receptive_field` on the sample, its seconds in `"seconds_total"`; never raises. Hops
+        are counted in the graph of the cutoff the wrapper declares (the halo is derived from it), or
+        of the neighbour `cutoff` when it declares none."""
         t0 = time.perf_counter()
         batch = Batch.from_state(self.batch_state).to(self.device)
-        base = per_atom_quantities(self.sources, self.outputs, batch) if self.cutoff else None
+        cutoff = _declared_cutoff(self.wrapper) or self.cutoff
+        base = per_atom_quantities(self.sources, self.outputs, batch) if cutoff else None
         measured = measure_receptive_field(
             self.wrapper,
             batch,
-            cutoff=self.cutoff,
+            cutoff=cutoff,
             derived=self.derived,
             forward_seconds=self.forward_seconds,
             base=base,
         )
         measured["seconds_total"] = time.perf_counter() - t0
         return measured
+
+
+def _declared_cutoff(wrapper: Any) -> float | None:
+    """The wrapper's declared `cutoff` (Å), None when it declares no positive finite one."""
+    try:
+        value = wrapper_attr(wrapper, "cutoff")
+        cutoff = float(value.item() if isinstance(value, torch.Tensor) else value) if value is not None else None
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return cutoff if cutoff is not None and math.isfinite(cutoff) and cutoff > 0 else None
 
 
 def _not_measured(cutoff: float | None, note: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ No torch here (`next_action` is imported where torch must not be).
 from __future__ import annotations
 
 from ..report import Attempt, TraceReport, receptive_line
+from .field_advice import field_remedy
 
 __all__ = ["GRAPH_SKIP", "suspicious_head", "trust_lines"]
 
@@ -41,18 +42,18 @@ def suspicious_head(best: Attempt) -> str | None:
 
 
 def trust_lines(report: TraceReport) -> list[str]:
-    """Supporting lines: an under-declared receptive field (and what was done), and every sample
-    warning with its remedy."""
+    """Supporting lines: an under-declared receptive field (what was done, and `field_remedy`'s
+    remedy: the depth or the cutoff to declare), and every sample warning with its remedy."""
     lines: list[str] = []
     field = report.receptive_field
-    if field is not None and field.under_declared:
-        fix = (
-            f"; set num_interactions = {field.measured_depth} on the wrapper (report.spec keeps halo_width "
-            f"{field.halo_width_set:g} Å meanwhile)"
+    remedy = field_remedy(field) if field is not None else None
+    if field is not None and remedy is not None:
+        meanwhile = (
+            f" (report.spec keeps halo_width {field.halo_width_set:g} Å meanwhile)"
             if field.halo_width_set is not None
-            else f"; set num_interactions = {field.measured_depth} on the wrapper"
+            else ""
         )
-        lines.append(receptive_line(field) + fix)
+        lines.append(f"{receptive_line(field)}; {remedy}{meanwhile}")
     skip = next((part for part in field.note.split("; ") if GRAPH_SKIP in part), None) if field else None
     if skip is not None:
         lines.append(
