@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..option_check import strictest
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
 from ..report.fixes import PRE_RUN_RULE, SkippedFix, SpecFix
 from ..report.parts import WrapperInfo, view
@@ -37,6 +38,7 @@ from .halo_bounds import degenerate_halo
 from .health import system_health
 from .inference import infer_spec
 from .next_action import next_action
+from .op_trace import MAX_DIAGNOSTIC_RUNS, name_from_run, needs_diagnostic_run
 from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
 from .receptive import apply_measured_field, receptive_record
 from .reference import ReferenceRun
@@ -262,6 +264,7 @@ def _run_attempts(
     reference = reference_run.result
     total = 1 + (request.max_fix_attempts if request.auto_fix else 0)
     base: tuple[Attempt, FixContext] | None = None  # the best attempt so far, which proposals start from
+    diagnosed = 0  # diagnostic runs made (`op_trace`)
     while len(loop.attempts) < total:
         if budget.expired():  # the whole-validation deadline: no new attempt
             loop.stopped = budget.reached("between_attempts", len(loop.attempts))
@@ -299,6 +302,12 @@ def _run_attempts(
             loop.run = outcome
         timings["attempt"] = time.perf_counter() - t1
         attempt, context = _evaluate(index, s, reference, floor, loop, reused, timings)
+        if diagnosed < MAX_DIAGNOSTIC_RUNS and needs_diagnostic_run(attempt) and not budget.expired():
+            diagnosed += 1  # the line the divergence starts at: the ranks once more, tracing their ops
+            t_diagnose = time.perf_counter()
+            found = runs.run(loop.current, op_trace=True)
+            atol, rtol = strictest(s.opts["atol"]), strictest(s.opts["rtol"])
+            name_from_run(attempt, found, reference, atol, rtol, time.perf_counter() - t_diagnose)
         loop.record(attempt)
         _emit(progress, "attempt_finished", index=index, passed=attempt.passed, failing=attempt.failing_outputs)
         if (

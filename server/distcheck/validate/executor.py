@@ -1,5 +1,5 @@
 """The runs one validation asks for, and nothing else: `Executor.reference()`, `first_run(...)`,
-`run(spec)` and `control(spec)`.
+`run(spec)` (`run(spec, op_trace=True)`: a diagnostic run) and `control(spec)`.
 
 Which processes serve them is decided here, from the settings the validation started with: its spares
 (the reference's process and the first attempt's ranks built while the reference runs), its resident
@@ -146,8 +146,9 @@ class Executor:
         seconds = self._early.seconds if ran_ahead and self._early is not None else None
         return FirstRun(outcome, measured, field_wait, seconds)
 
-    def run(self, spec: MLIPSpec) -> Outcome:
-        """One run of the ranks under `spec`, or what stopped it."""
+    def run(self, spec: MLIPSpec, op_trace: bool = False) -> Outcome:
+        """One run of the ranks under `spec`, or what stopped it; with `op_trace`, a diagnostic run: the
+        ranks also trace the torch ops their forward issues (`runtime.op_trace`)."""
         try:
             if self.session is not None:
                 return self.session.run(
@@ -155,9 +156,9 @@ class Executor:
                     self.setup.batch,
                     spec,
                     instrumentation=RANK_INSTRUMENTATION,
-                    instrumentation_options=instrumentation_options_for(self.request, self.setup),
+                    instrumentation_options=instrumentation_options_for(self.request, self.setup, op_trace),
                 )
-            return self._launch(spec, self.emit)
+            return self._launch(spec, self.emit, op_trace)
         except (DistributedError, WrapperError) as err:  # WrapperError: consolidation cannot combine outputs
             return err
 
@@ -175,8 +176,9 @@ class Executor:
             resident=self._resident,
         )
 
-    def _launch(self, spec: MLIPSpec, emit: EventSink) -> DistributedRun:
-        return launch_ranks(self.request, self.setup, self.budget, self._spares, self._resident, spec, emit)
+    def _launch(self, spec: MLIPSpec, emit: EventSink, op_trace: bool = False) -> DistributedRun:
+        spares = self._spares if not op_trace else None  # spares were built for the attempts' options
+        return launch_ranks(self.request, self.setup, self.budget, spares, self._resident, spec, emit, op_trace)
 
     def _taken_ahead(self, spec: MLIPSpec) -> Outcome | None:
         return self._early.take(spec, self.emit) if self._early is not None else None

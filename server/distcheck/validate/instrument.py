@@ -17,7 +17,8 @@ MAX_RETURNED = 200
 
 
 class RankInstrumentation:
-    """Built from options `{"helper_packages", "helper_sample_every", "layer_diagnostic"}`."""
+    """Built from options `{"helper_packages", "helper_sample_every", "layer_diagnostic", "op_trace"}`
+    (`op_trace`: the layer recorder also traces the torch ops, in a diagnostic run)."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
@@ -39,7 +40,13 @@ class RankInstrumentation:
                 )
                 stack.enter_context(self.tracer.installed())
             if self.options.get("layer_diagnostic", True):
-                self.layers = LayerRecorder(wrapper, ctx.num_local, ctx.num_systems, owned_mask=ctx.owned_mask)
+                self.layers = LayerRecorder(
+                    wrapper,
+                    ctx.num_local,
+                    ctx.num_systems,
+                    owned_mask=ctx.owned_mask,
+                    trace_ops=bool(self.options.get("op_trace")),
+                )
                 stack.enter_context(self.layers.attached())
             yield
 

@@ -30,10 +30,18 @@ __all__ = ["LayerRecorder", "compare_layers", "held_modules"]
 
 class LayerRecorder:
     """Hooks every sub-module `model` holds (see `held_modules`); records in call order. `returned` names every module
-    whose forward returned, in call order, whatever its output (what a crash report shows). `ops` traces
-    the torch operations of the same forward (`runtime.op_trace`), read with `op_records`."""
+    whose forward returned, in call order, whatever its output (what a crash report shows). With
+    `trace_ops`, `ops` traces the torch operations of the same forward (`runtime.op_trace`), read with
+    `op_records`: always in the reference (one forward), on the ranks only in a diagnostic run."""
 
-    def __init__(self, model: Any, rows: int, num_systems: int, owned_mask: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        rows: int,
+        num_systems: int,
+        owned_mask: torch.Tensor | None = None,
+        trace_ops: bool = True,
+    ) -> None:
         self.model = model
         self.rows = rows
         self.num_systems = num_systems
@@ -41,7 +49,7 @@ class LayerRecorder:
         self.records: list[dict[str, Any]] = []
         self.returned: list[str] = []
         self._seen: dict[str, int] = {}
-        self.ops = OpTracer(rows, num_systems, owned_mask)
+        self.ops = OpTracer(rows, num_systems, owned_mask) if trace_ops else None
 
     def _hook(self, name: str, module: Any) -> Any:
         def hook(mod: Any, inputs: Any, output: Any) -> None:
@@ -86,7 +94,7 @@ class LayerRecorder:
             except (RuntimeError, AttributeError):  # some scripted modules refuse Python hooks
                 continue
         try:
-            with self.ops:
+            with self.ops if self.ops is not None else contextlib.nullcontext():
                 yield self
         finally:
             for h in handles:
@@ -97,8 +105,9 @@ class LayerRecorder:
         return self.records
 
     def op_records(self) -> dict[str, Any]:
-        """The op trace: `{"ops": [...], "truncated": bool}` (`runtime.op_trace.OpTracer.collect`)."""
-        return self.ops.collect()
+        """The op trace: `{"ops": [...], "truncated": bool}` (`runtime.op_trace.OpTracer.collect`); `{}`
+        when the ops were not traced."""
+        return self.ops.collect() if self.ops is not None else {}
 
 
 _MAX_DEPTH = 4

@@ -7,6 +7,11 @@ skipped. `per_atom` fingerprints are compared as the ranks' sum against the refe
 rank by rank. A departure is `|a - b| > atol·size + rtol·scale` (`size` the weight of the compared
 rows for a `per_atom` op, else 1; `scale` the reference's `Σ w·|r|`, else its largest magnitude).
 Tensor operations go through `runtime.pristine` (the user's replaced torch functions never judge).
+
+The reference always traces its ops (one forward); the ranks only in a diagnostic run: once an
+attempt failed with a divergent module or ranks that disagree (`needs_diagnostic_run`), the engine
+runs its spec once more with the op trace on (`Executor.run(spec, op_trace=True)`, at most
+`MAX_DIAGNOSTIC_RUNS` per validation) and `name_from_run` names the op from it.
 """
 
 from __future__ import annotations
@@ -17,10 +22,18 @@ from typing import Any
 
 import torch
 
-from ..report import DivergentOp, LayerDivergence, RankDisagreement
+from ..report import Attempt, DivergentOp, LayerDivergence, RankDisagreement
 from ..runtime import pristine as P
 
-__all__ = ["first_departing_op", "first_disagreeing_op", "name_first_ops", "op_records"]
+__all__ = [
+    "MAX_DIAGNOSTIC_RUNS",
+    "first_departing_op",
+    "first_disagreeing_op",
+    "name_first_ops",
+    "name_from_run",
+    "needs_diagnostic_run",
+    "op_records",
+]
 
 
 def op_records(instrumentation: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -179,3 +192,35 @@ def name_first_ops(
         op = departing or first_disagreeing_op(ranks, atol, rtol)
         for d in disagreements:
             d.first_op = op
+
+
+MAX_DIAGNOSTIC_RUNS = 2
+"""The most diagnostic runs one validation makes (the first attempts that need one)."""
+
+
+def needs_diagnostic_run(attempt: Attempt) -> bool:
+    """Whether a failed attempt has a divergence whose first op is not named yet: a first divergent
+    module or a rank disagreement, no error, and no op named (its ranks ran without the op trace)."""
+    if attempt.passed or attempt.error is not None:
+        return False
+    layer = attempt.layer_divergence
+    diverged = layer is not None and layer.first_divergent is not None
+    if not (diverged or attempt.rank_disagreements):
+        return False
+    named = (layer is not None and layer.first_op is not None) or any(
+        d.first_op is not None for d in attempt.rank_disagreements
+    )
+    return not named
+
+
+def name_from_run(
+    attempt: Attempt, run: Any, reference: Mapping[str, Any], atol: float, rtol: float, seconds: float
+) -> None:
+    """Name `attempt`'s first ops from a diagnostic run of its spec (`run`: a `DistributedRun` whose
+    ranks traced their ops; anything else, a run that failed, names nothing) and record its
+    `diagnostic_run` seconds in the attempt's timings."""
+    attempt.timings["diagnostic_run"] = seconds
+    instrumentation = getattr(run, "instrumentation", None)
+    if not isinstance(instrumentation, list):
+        return
+    name_first_ops(attempt.layer_divergence, attempt.rank_disagreements, reference, instrumentation, atol, rtol)

@@ -36,12 +36,14 @@ def validation_spares(
     return ahead
 
 
-def instrumentation_options_for(request: ValidationRequest, s: RunSetup) -> dict[str, Any]:
-    """What `RANK_INSTRUMENTATION` records in every rank (the watched helpers that exist, layers)."""
+def instrumentation_options_for(request: ValidationRequest, s: RunSetup, op_trace: bool = False) -> dict[str, Any]:
+    """What `RANK_INSTRUMENTATION` records in every rank (the watched helpers that exist, layers; with
+    `op_trace`, a diagnostic run's, the torch ops too)."""
     return {
         "helper_packages": s.watched,
         "helper_sample_every": request.helper_sample_every,
         "layer_diagnostic": request.layer_diagnostic,
+        "op_trace": op_trace and request.layer_diagnostic,
     }
 
 
@@ -53,9 +55,11 @@ def launch_ranks(
     resident: ResidentRanks | None,
     spec: MLIPSpec,
     on_event: Callable[[str, Mapping[str, Any]], None],
+    op_trace: bool = False,
 ) -> DistributedRun:
     """One run of this validation's ranks under `spec` (started here, not by a launcher): the ranks
-    built during the reference when they were built for it, else resident ones, else new ones."""
+    built during the reference when they were built for it, else resident ones, else new ones; with
+    `op_trace` (a diagnostic run) the ranks trace the torch ops too."""
     return run_distributed(
         s.ref,
         s.batch,
@@ -65,7 +69,7 @@ def launch_ranks(
         backend=s.backend,
         timeout_sec=budget.run_timeout(clip=True),
         instrumentation=RANK_INSTRUMENTATION,
-        instrumentation_options=instrumentation_options_for(request, s),
+        instrumentation_options=instrumentation_options_for(request, s, op_trace),
         on_event=on_event,
         ranks=ValidationRanks(resident=resident, prepared=ahead.take() if ahead is not None else None),
     )
