@@ -25,7 +25,7 @@ from distcheck.report.parts import ReportMeta
 from distcheck.runtime.model import DEFAULT_SKIN
 from distcheck.spec import MLIPSpec
 from distcheck.validate.autofix import RULES, FixContext, propose
-from distcheck.validate.engine import _Attempts, _First
+from distcheck.validate.fix_record import FirstSpec, FixLedger
 from distcheck.validate.halo_bounds import Skip, local_halo
 from examples.structures import make_batch, periodic_slab_system
 
@@ -88,10 +88,23 @@ def test_a_pass_under_the_spec_as_given_is_a_plain_pass_and_older_reports_keep_t
     assert older.state == "passed_after_fix" and older.fix_edits() == [{"op": "set", "path": list(HALO), "value": 7.0}]
 
 
-def _loop(given: MLIPSpec, first: MLIPSpec, rule: str | None) -> _Attempts:
-    loop = _Attempts(first, "r", None, tried={first.signature()}, given=given)
-    loop.take_first(_First(first, given, [], "r", None, rule, []))
-    return loop
+class _Loop:
+    """The engine's use of the ledger: stamp each attempt, propose from a base."""
+
+    def __init__(self, given: MLIPSpec, first: MLIPSpec, rule: str | None) -> None:
+        self.ledger = FixLedger.start(FirstSpec(first, given, [], "r", None, rule, []))
+        self.attempts: list[Attempt] = []
+
+    def record(self, attempt: Attempt) -> None:
+        self.ledger.stamp(attempt)
+        self.attempts.append(attempt)
+
+    def propose_from(self, base: Attempt, spec: MLIPSpec, rule: str) -> None:
+        self.ledger.propose_from(base, spec, rule)
+
+
+def _loop(given: MLIPSpec, first: MLIPSpec, rule: str | None) -> _Loop:
+    return _Loop(given, first, rule)
 
 
 def test_each_attempt_carries_what_changed_from_the_spec_as_given_named_by_its_rule() -> None:
