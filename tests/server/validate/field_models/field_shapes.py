@@ -110,4 +110,28 @@ def open_sample(dtype: torch.dtype = torch.float64) -> Batch:
     return make_batch([cluster_system((3, 3, 8), seed=1), cluster_system((2, 4, 12), seed=2)], dtype=dtype)
 
 
-__all__ = ["SPEC", "FieldMPNN", "model", "open_sample", "periodic_sample"]
+__all__ = [
+    "SPEC",
+    "FieldMPNN",
+    "factory_cutoff_short",
+    "factory_float32_centred",
+    "model",
+    "open_sample",
+    "periodic_sample",
+    "sample_batch",
+]
+
+
+def factory_cutoff_short() -> FieldMPNN:
+    """One layer over the pairs within 4 Å, declaring a 3 Å cutoff (float64)."""
+    return FieldMPNN(layers=1, declared_depth=1, cutoff=3.0, true_cutoff=4.0)
+
+
+def factory_float32_centred() -> FieldMPNN:
+    """Two float32 layers over centred positions, declared right."""
+    return FieldMPNN(layers=2, declared_depth=2, cutoff=3.0, dtype=torch.float32, centred=True, weight_scale=3.0)
+
+
+def sample_batch() -> Batch:
+    """The periodic slab (`periodic_sample`)."""
+    return periodic_sample()
