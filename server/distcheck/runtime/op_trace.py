@@ -14,9 +14,10 @@ some are missing on one of them.
 Fingerprints (float64, on the CPU), computed with `runtime.pristine` inside `shielded()` and with the
 rank's handlers suspended (the user's patches and distcheck's routing never move them):
 
-- `per_atom` (a dimension of this process's atom rows' size, the first such: `e`, `e.unsqueeze(0)`): `[Σ w·r, Σ w·|r|, Σ w]` over the atoms
-  this process owns, `r` each row's sum and `w` a fixed weight of the atom's global id, so the ranks'
-  values sum to the reference's and a row that moved or changed shows;
+- `per_atom` (a dimension of this process's atom rows' size, the first such: `e`, `e.unsqueeze(0)`):
+  `[Σ w·r, Σ w·|r|, Σ w]` over the atoms this process owns, `r` each row's sum and `w` a fixed weight
+  of the atom's global id, so the ranks' values sum to the reference's and a row that moved or
+  changed shows;
 - `small` (at most `SMALL_NUMEL` elements, not per-atom: a scalar, a per-system value): the values;
 - `per_system` (leading dimension = number of systems, larger): each system's row sum.
 
@@ -121,21 +122,32 @@ class OpTracer(TorchFunctionMode):
     ) -> Any:
         out = func(*args, **(kwargs or {}))
         if isinstance(out, torch.Tensor) and out.is_floating_point():
-            if len(self.records) >= MAX_OPS:
+            level = self._level(out)  # shapes first: most ops (per-edge, large) are never fingerprinted
+            if level is None:
+                pass
+            elif len(self.records) >= MAX_OPS:
                 self.truncated = True
             else:
                 user = _caller(sys._getframe(1), func)
                 if user is not None:
-                    self._record(func, out, user)
+                    self._record(func, out, level, user)
         return out
 
-    def _record(self, func: Any, out: torch.Tensor, user: FrameType) -> None:
+    def _level(self, out: torch.Tensor) -> str | None:
+        """How `out` is fingerprinted (`per_atom`, `small`, `per_system`), None when it is not."""
+        n, b = self.rows, self.num_systems
+        if n != b and n in out.shape:
+            return "per_atom"
+        if out.numel() <= SMALL_NUMEL:
+            return "small"
+        if out.ndim >= 1 and out.shape[0] == b and b <= _MAX_SYSTEM_ROWS:
+            return "per_system"
+        return None
+
+    def _record(self, func: Any, out: torch.Tensor, level: str, user: FrameType) -> None:
         ctx = current_context()  # the handlers must not route the tracer's own sums over rows
         with P.shielded(), ctx.handlers_suspended() if ctx is not None else contextlib.nullcontext():
-            found = self._fingerprint(P.detach(out))
-        if found is None:
-            return
-        level, value = found
+            value = self._fingerprint(P.detach(out), level)
         name = op_name(func)
         file, line = os.path.abspath(user.f_code.co_filename), int(user.f_lineno)
         k = self._seen.get((file, line, name), 0)
@@ -152,24 +164,21 @@ class OpTracer(TorchFunctionMode):
             }
         )
 
-    def _fingerprint(self, out: torch.Tensor) -> tuple[str, torch.Tensor] | None:
+    def _fingerprint(self, out: torch.Tensor, level: str) -> torch.Tensor:
         n, b = self.rows, self.num_systems
-        atoms = [d for d in range(out.ndim) if out.shape[d] == n] if n != b else []
-        if atoms:  # the first dimension of the atom rows' size holds them (`e.unsqueeze(0)`: the second)
-            rows = _movedim(out, atoms[0], 0) if atoms[0] else out
+        if level == "per_atom":  # the first dimension of the atom rows' size holds them (`e.unsqueeze(0)`)
+            d = list(out.shape).index(n)
+            rows = _movedim(out, d, 0) if d else out
             r = P.sum(P.reshape(P.to(rows, P.float64), (n, -1)), dim=1)
             w = self._weight(out.device)
             if self.owned_mask is not None:
                 r = P.getitem(r, P.to(self.owned_mask, out.device))
             s = P.sum(P.mul(r, w))
             a = P.sum(P.mul(P.abs(r), w))
-            return "per_atom", P.to(P.stack([s, a, P.sum(w)]), "cpu")
-        numel = int(P.numel(out))
-        if numel <= SMALL_NUMEL:
-            return "small", P.clone(P.to(P.reshape(P.to(out, P.float64), (-1,)), "cpu"))
-        if out.ndim >= 1 and out.shape[0] == b and b <= _MAX_SYSTEM_ROWS:
-            return "per_system", P.to(P.sum(P.reshape(P.to(out, P.float64), (b, -1)), dim=1), "cpu")
-        return None
+            return P.to(P.stack([s, a, P.sum(w)]), "cpu")
+        if level == "small":
+            return P.clone(P.to(P.reshape(P.to(out, P.float64), (-1,)), "cpu"))
+        return P.to(P.sum(P.reshape(P.to(out, P.float64), (b, -1)), dim=1), "cpu")
 
     def _weight(self, device: torch.device) -> torch.Tensor:
         """The weight of each owned row's atom: `1 + frac(id · φ)` (in [1, 2), so no cancellation)."""
