@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,7 +150,7 @@ def _verdict_action(report: TraceReport) -> str:
     if halo.matches is False and ruled_out is None:
         lines.append(f"FAIL — halo too shallow: {halo.interpretation}")
     if not lines:
-        lines += _declared_helper_lines(best)
+        lines += _declared_helper_lines(best) or _declared_op_head(best)
     gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy and not h.already_wrapped]
     if gaps and not lines:
         lines.append(_helper_head(gaps[0], rolled.get("declare_helper_adapter")))
@@ -269,6 +270,24 @@ def _declared_helper_lines(best: Attempt) -> list[str]:
         else:
             text += "; correct that entry (its kind, atom_arg or atom_dim) or remove it"
         return [text]
+    return []
+
+
+def _declared_op_head(best: Attempt) -> list[str]:
+    """The FAIL line naming a `custom_ops` entry the user declared when the first value that departs
+    from the reference (`LayerDivergence.first_op`) is that kernel's."""
+    first = best.layer_divergence.first_op if best.layer_divergence is not None else None
+    if first is None:
+        return []
+    for entry in best.spec.distribution.custom_ops:
+        namespace, _, name = entry.op.partition("::")
+        if entry.op in first.op or (name and f"{namespace}.{name}" in first.op):
+            return [
+                f"FAIL — the first value that departs from the single-process run is {entry.op}'s, at "
+                f"{os.path.basename(first.file)}:{first.line}, which your declared entry {json.dumps(entry.to_dict())} "
+                "in distribution.custom_ops routes: correct its arg_transforms / output_transforms to what the "
+                "kernel is given and returns (docs/spec.md, custom_ops)"
+            ]
     return []
 
 

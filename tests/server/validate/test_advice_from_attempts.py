@@ -21,7 +21,8 @@ from distcheck.report import (
 )
 from distcheck.report.fixes import SkippedFix
 from distcheck.report.kernels import KernelCall, KernelTensor
-from distcheck.report.parts import ReportMeta
+from distcheck.report.ops import DivergentOp
+from distcheck.report.parts import LayerDivergence, ReportMeta
 from distcheck.spec import MLIPSpec
 from distcheck.validate.next_action import next_action
 
@@ -132,6 +133,16 @@ def test_a_declared_adapter_that_fails_is_named(declared: dict[str, Any]) -> Non
     assert json.dumps(spec.helper("pkg.ops.mol_sum").to_dict()) in head, head  # type: ignore[union-attr]
     if remedy is not None:
         assert f"replace it with {json.dumps(remedy)}" in head, head
+
+
+@pytest.mark.parametrize("op", ["torch.ops.mylib.seg_sum", "mylib::seg_sum", "torch.ops.mylib.seg_sum.default"])
+def test_a_declared_custom_op_whose_output_departs_first_is_named(op: str) -> None:
+    spec = _spec(custom_ops=[ENTRY])
+    layer = LayerDivergence(first_op=DivergentOp(op, "/p/model.py", 41, "Readout.forward"))
+    report = _report([_attempt(0, spec, 0.1, layer_divergence=layer)])
+    head = report.next_action.split("\n")[0]
+    assert "your declared entry" in head and "mylib::seg_sum" in head and "model.py:41" in head, head
+    assert json.dumps(spec.distribution.custom_ops[0].to_dict()) in head, head
 
 
 def test_a_declared_custom_op_is_named_among_what_was_checked() -> None:
