@@ -15,6 +15,7 @@ Modules
 - `errors`: the daemon's own JSON-RPC errors;
 - `commands`: typed arguments of the `workspace/executeCommand` commands;
 - `workspace`: folders, open buffers, configs, spec documents and targets;
+- `discovery`: the workspace scan for file targets, and `model-syntax-error` for one that does not parse;
 - `config`: targets (`[tool.distcheck]`) and the client's `distcheck.*` settings;
 - `trust`: what a validation may run: workspace trust, code outside the workspace;
 - `runs`: validations (`distcheck.validate` / `distcheck.cancel`), their progress and reports;

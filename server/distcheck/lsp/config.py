@@ -37,6 +37,7 @@ __all__ = [
     "convert_options",
     "default_spec_path",
     "file_target",
+    "file_target_at",
     "find_workspace_config",
     "load_workspace_targets",
     "read_settings",
@@ -272,7 +273,12 @@ def file_target(path: str, source: str, workspace: WorkspaceTargets) -> TargetIn
     found = locate.file_target(source, path)
     if found is None:
         return None
-    factory, _sample = found
+    return file_target_at(path, found[0].line, workspace)
+
+
+def file_target_at(path: str, line: int, workspace: WorkspaceTargets) -> TargetInfo:
+    """The file target of `path` whose factory's `def` is on 1-based `line` (`file_target` once the
+    module is known to define both functions; `discovery.broken_module` for one that does not parse)."""
     path = os.path.abspath(path)
     root = workspace.root
     try:
@@ -295,5 +301,5 @@ def file_target(path: str, source: str, workspace: WorkspaceTargets) -> TargetIn
         root=root,
         config=None,
         defined_in=path,
-        line=factory.line,
+        line=line,
     )

@@ -56,6 +56,7 @@ CODES: dict[str, str] = {
     "receptive-field": "receptive-field",
     "spec-invalid": "spec-invalid",
     "config-invalid": "config-invalid",
+    "model-syntax-error": "model-syntax-error",
 }
 """Each code the daemon can publish → its anchor in `docs/diagnostics.md` (and its page's name)."""
 

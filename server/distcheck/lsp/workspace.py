@@ -19,8 +19,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import Workspace
 
 from ..spec import validate_json
-from . import diagnostics, locate
-from .config import TargetInfo, WorkspaceTargets, file_target, load_workspace_targets, read_disk
+from . import diagnostics, discovery, locate
+from .config import TargetInfo, WorkspaceTargets, file_target, file_target_at, load_workspace_targets, read_disk
 from .store import DiagnosticsStore
 from .uris import norm, path_of, uri_of
 
@@ -38,6 +38,7 @@ class WorkspaceState:
         self._store = store
         self._open: dict[str, str] = {}
         self._spec_paths: set[str] = set()
+        self._files = discovery.FileMemo()
 
     @property
     def _workspace(self) -> Workspace:
@@ -182,15 +183,23 @@ class WorkspaceState:
     # ---- targets
 
     def file_targets(self, found: list[WorkspaceTargets]) -> list[TargetInfo]:
-        """Open Python files that are targets of their own (no config target uses them)."""
+        """The workspace's Python files that are targets of their own (`discovery.scan`: every folder, open
+        buffers first; no config target uses them), a module that does not parse included; publishes one
+        `model-syntax-error` diagnostic per such module."""
         configured = {os.path.normpath(t.factory_file) for wt in found for t in wt.targets if t.factory_file}
         out: list[TargetInfo] = []
-        for path, text in self.open_texts().items():
-            if not path.endswith(".py") or path in configured:
-                continue
-            info = file_target(path, text, _workspace_of(path, found))
+        broken: dict[str, list[Any]] = {}
+        candidates = discovery.scan(self.roots(), self.open_texts(), self._files, lambda m: self._log("info", m))
+        for path, text in sorted(candidates.items()):
+            info = file_target(path, text, _workspace_of(path, found)) if path not in configured else None
+            bad = discovery.broken_module(path, text) if info is None else None
+            if bad is not None:
+                broken[path] = [discovery.syntax_diagnostic(bad, text, self._server.encoding)]
+                if path not in configured:
+                    info = file_target_at(path, bad.line, _workspace_of(path, found))
             if info is not None:
                 out.append(info)
+        self._store.replace("model-syntax-error", broken)
         return out
 
     def resolve_target(self, arg: str | None) -> TargetInfo:
@@ -246,6 +255,9 @@ class WorkspaceState:
                     return t
         text = self.text_of(path)
         info = file_target(path, text, _workspace_of(path, found)) if text is not None else None
+        bad = discovery.broken_module(path, text) if info is None and text is not None else None
+        if bad is not None:  # validated anyway: the report says the module does not import, and where
+            info = file_target_at(path, bad.line, _workspace_of(path, found))
         if info is not None:
             return info
         raise JsonRpcInvalidParams(

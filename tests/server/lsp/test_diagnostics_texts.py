@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from distcheck.lsp import locate
+from distcheck.lsp import discovery, locate
 from distcheck.lsp.config import read_disk
 from distcheck.lsp.diagnostics import (
     CODES,
@@ -103,6 +103,10 @@ def _published() -> list[types.Diagnostic]:
     out.append(
         config_diagnostic(str(ROOT / "pyproject.toml"), None, 3, 1, "unknown key 'world_sise'", "use world_size")
     )
+    unparsed = "def model_factory(:\n    pass\n\n\ndef sample_batch():\n    pass\n"
+    broken_module = discovery.broken_module(str(FACTORY), unparsed)
+    assert broken_module is not None
+    out.append(discovery.syntax_diagnostic(broken_module, unparsed))
     return out
 
 

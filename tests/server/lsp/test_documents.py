@@ -1,4 +1,5 @@
-"""Spec documents (`spec-invalid`), pyproject configs (`config-invalid`), settings and file targets."""
+"""Spec documents (`spec-invalid`), pyproject configs (`config-invalid`), settings and file targets (found by
+the workspace scan; one that does not parse stays a target with a `model-syntax-error` at its line)."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ async def test_bad_config_gives_one_diagnostic_on_the_offending_line(tmp_path: P
             lambda e: e.method == "window/showMessage" and "distcheck.worldSize" in e.params.message, timeout=10
         )
         assert warned.params.type == types.MessageType.Warning
-        assert await s.request("distcheck/targets", {}) == []
+        listed = plain(await s.request("distcheck/targets", {}))
+        assert [t for t in listed if t["source"] == "pyproject"] == [], "a broken config lists none of its targets"
         with pytest.raises(JsonRpcException) as refused:
             await s.command("distcheck.validate", "a")
         assert refused.value.code == -32602 and "config" in refused.value.message
@@ -128,7 +130,7 @@ async def test_bad_config_gives_one_diagnostic_on_the_offending_line(tmp_path: P
             since=mark,
             timeout=10,
         )
-        names = [t["name"] for t in plain(await s.request("distcheck/targets", {}))]
+        names = [t["name"] for t in plain(await s.request("distcheck/targets", {})) if t["source"] == "pyproject"]
         assert names == ["a", "b"]
 
         # broken TOML and an out-of-range option are reported on their lines too
@@ -168,7 +170,9 @@ async def test_open_file_without_config_is_a_target(tmp_path: Path) -> None:
     toy.write_text(TOY)
     (ws / "helpers.py").write_text("def model_factory():\n    return None\n")
     async with lsp_session(ws) as s:
-        assert await s.request("distcheck/targets", {}) == []
+        # found by the workspace scan before any editor opens it; helpers.py (no sample_batch) is no target
+        (target,) = plain(await s.request("distcheck/targets", {}))
+        assert target["name"] == "toy.py" and target["source"] == "file"
         doc = s.open(toy, "python")
         s.open(ws / "helpers.py", "python")
         (target,) = plain(await s.request("distcheck/targets", {}))
@@ -205,3 +209,36 @@ async def test_open_file_without_config_is_a_target(tmp_path: Path) -> None:
         t0 = time.monotonic()
         info = await s.debug_info()
         assert time.monotonic() - t0 < 1.0 and info["torchLoaded"] is False and info["userModules"] == []
+
+
+@pytest.mark.timeout(60)
+async def test_a_model_file_that_does_not_parse_stays_a_target_with_a_diagnostic_at_its_line(tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    toy = ws / "toy.py"
+    broken = TOY.replace("def sample_batch():\n    return _sample()", "def sample_batch(:\n    return _sample()")
+    toy.write_text(broken)
+    error_line = broken.splitlines().index("def sample_batch(:")
+    async with lsp_session(ws) as s:
+        mark = s.rec.mark()
+        (target,) = plain(await s.request("distcheck/targets", {}))
+        assert target["name"] == "toy.py" and target["line"] == 8, "the file keeps its name and its factory line"
+        event = await s.rec.wait_for(
+            lambda e: (
+                e.method == "textDocument/publishDiagnostics" and e.params.uri == uri(toy) and e.params.diagnostics
+            ),
+            since=mark,
+            timeout=10,
+        )
+        (d,) = event.params.diagnostics
+        assert d.code == "model-syntax-error" and d.range.start.line == error_line
+        assert "SyntaxError" in d.message and "model_factory" in full_text(d)
+        # fixed on disk: the diagnostic goes at the next look at the targets, the target stays
+        toy.write_text(TOY)
+        mark = s.rec.mark()
+        (target,) = plain(await s.request("distcheck/targets", {}))
+        assert target["name"] == "toy.py"
+        cleared = await s.rec.wait_for(
+            lambda e: e.method == "textDocument/publishDiagnostics" and e.params.uri == uri(toy), since=mark, timeout=10
+        )
+        assert list(cleared.params.diagnostics) == []

@@ -63,7 +63,10 @@ async def test_passing_target_spec_missing_fix_creates_the_file(tmp_path: Path) 
         targets = plain(await s.request("distcheck/targets", {}))
         names = [t["name"] for t in targets]
         assert names[:6] == ["pair_potential", "mpnn", "charge_eq", "stress_model", "helper_model", "unaware_model"]
-        assert all(t["source"] == "pyproject" and t["uri"] == uri(ws / "pyproject.toml") for t in targets)
+        configured = [t for t in targets if t["source"] == "pyproject"]
+        assert configured == targets[: len(configured)], "config targets first, then the files the scan found"
+        assert all(t["uri"] == uri(ws / "pyproject.toml") for t in configured)
+        assert all(t["source"] == "file" and t["uri"] == t["factoryUri"] for t in targets[len(configured) :])
         factory_uri = s.open(factory, "python")
 
         started, payload, mark = await _validate(s, "pair_potential")
