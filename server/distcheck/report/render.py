@@ -289,12 +289,17 @@ class _Renderer:
         first = ld.first_divergent
         if first is None:
             self.add(_clean(f"layer divergence: no module diverged ({ld.checked} module call(s) checked)"), 2)
-            return
-        text = f"first divergent module: {first.module or first.key or '?'}"
-        if first.cls:
-            text += f" ({first.cls})"
-        text += f", rel diff {_num(first.rel_diff)}"
-        self.add(_clean(text, one_line=True), 2)
+        else:
+            text = f"first divergent module: {first.module or first.key or '?'}"
+            if first.cls:
+                text += f" ({first.cls})"
+            text += f", rel diff {_num(first.rel_diff)}"
+            self.add(_clean(text, one_line=True), 2)
+        op = ld.first_op
+        if op is not None:
+            self.add(
+                _clean(f"first op whose value departs: {op.where} ({op.op}), {op.file}:{op.line}", one_line=True), 2
+            )
 
     def render_partition(self, a: Attempt) -> None:
         health = a.partition_health

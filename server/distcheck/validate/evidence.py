@@ -29,10 +29,13 @@ def disagreement_head(attempt: Attempt) -> str | None:
         return None
     first = found[0]
     more = f" (and {', '.join(d.output for d in found[1:])})" if len(found) > 1 else ""
-    where = first.first_module.module if first.first_module is not None else f"the code that computes {first.output}"
+    op = first.first_op
+    module = first.first_module.module if first.first_module is not None else f"the code that computes {first.output}"
+    where = f"at {op.where}" if op is not None else f"in {module}"
+    departs = f"; first op whose value departs: {op.where} ({op.op})" if op is not None else ""
     return (
-        f"FAIL — {first.summary}{more}{_module(first)}. A replicated output must come out the same on every "
-        f"rank: look in {where} for a value that depends on the rank or on which atoms the rank holds (a "
+        f"FAIL — {first.summary}{more}{_module(first)}{departs}. A replicated output must come out the same on "
+        f"every rank: look {where} for a value that depends on the rank or on which atoms the rank holds (a "
         "reduction over the rank's rows the runtime does not route: write it as index_add/scatter over "
         "batch.batch, or declare the helper in distribution.third_party_helpers)"
     )
@@ -74,6 +77,9 @@ def unknown_cause_lines(
         )
     else:
         lines.append("- first divergent module: not searched (layer_diagnostic is off: turn it on to localise it)")
+    op = attempt.layer_divergence.first_op if attempt.layer_divergence is not None else None
+    if op is not None:
+        lines.append(f"- first op whose value departs: {op.where} ({op.op}): look at that line first")
     flagged = [h.qualname for h in attempt.helper_diagnostics if h.flagged]
     lines.append(f"- watched helpers flagged: {', '.join(flagged) or 'none'}")
     lines.append(

@@ -170,11 +170,13 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(f"FAIL — the fix that fits was not tried ({skipped[0].rule}): {skipped[0].reason}")
     skipped_lines = [f"- not tried: {s.rule}: {s.reason}" for s in skipped[1 if skip_head else 0 :]]
     first = best.layer_divergence.first_divergent if best.layer_divergence is not None else None
+    op = best.layer_divergence.first_op if best.layer_divergence is not None else None
     if not lines:
         if first is not None:
+            at = f"; first op whose value departs: {op.where} ({op.op})" if op is not None else ""
             lines.append(
                 f"FAIL — {failing}; first divergent module: {first.module} ({first.cls}), "
-                f"rel diff {_num(first.rel_diff)}; check how it reduces or aggregates across atoms"
+                f"rel diff {_num(first.rel_diff)}{at}; check how it reduces or aggregates across atoms"
             )
         else:
             lines += unknown_cause_lines(

@@ -9,7 +9,7 @@ rows for a `per_atom` op, else 1; `scale` the reference's `Σ w·|r|`, else its 
 Tensor operations go through `runtime.pristine` (the user's replaced torch functions never judge).
 
 The reference always traces its ops (one forward); the ranks only in a diagnostic run: once an
-attempt failed with a divergent module or ranks that disagree (`needs_diagnostic_run`), the engine
+attempt's outputs failed (`needs_diagnostic_run`), the engine
 runs its spec once more with the op trace on (`Executor.run(spec, op_trace=True)`, at most
 `MAX_DIAGNOSTIC_RUNS` per validation) and `name_from_run` names the op from it.
 """
@@ -199,13 +199,14 @@ MAX_DIAGNOSTIC_RUNS = 2
 
 
 def needs_diagnostic_run(attempt: Attempt) -> bool:
-    """Whether a failed attempt has a divergence whose first op is not named yet: a first divergent
-    module or a rank disagreement, no error, and no op named (its ranks ran without the op trace)."""
-    if attempt.passed or attempt.error is not None:
+    """Whether a failed attempt has a divergence whose first op is not named yet: outputs compared and
+    failed (a divergent module, ranks that disagree, or outputs off the reference where no module
+    tells: the whole forward is searched), no error, the layer diagnostic on, and no op named (its
+    ranks ran without the op trace)."""
+    if attempt.passed or attempt.error is not None or attempt.layer_divergence is None:
         return False
     layer = attempt.layer_divergence
-    diverged = layer is not None and layer.first_divergent is not None
-    if not (diverged or attempt.rank_disagreements):
+    if not (attempt.failing_outputs or attempt.rank_disagreements):
         return False
     named = (layer is not None and layer.first_op is not None) or any(
         d.first_op is not None for d in attempt.rank_disagreements

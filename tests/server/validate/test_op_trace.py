@@ -7,7 +7,9 @@ energies in each form no handler routes: `e @ ones`, `torch.einsum("i->", e)`, `
 `torch.cumsum(e, 0)[-1]`, `.view(-1).sum()` of a wider tensor, and a `.sum` over a reshaped view in a
 helper in another file (the line named is the helper's). Replicated (ranks disagree on the energy) and
 all-reduced (the summed energy departs from the reference). The control, a plain sum the handlers
-route, passes with nothing named. World size 2, no auto-fix: one run of the ranks per validation.
+route, passes with nothing named and no diagnostic run. A flat forward (no module to tell) is searched
+whole. World size 2, no auto-fix: one run of the ranks per validation, and one diagnostic run (the
+ranks again, tracing their ops) when it failed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import op_trace_models
 import pytest
+from accuracy_models import advice
 
 from distcheck import TraceReport, validate_on_cpu
 from distcheck.lsp import locate
@@ -109,3 +112,20 @@ def test_an_all_reduced_output_off_the_reference_is_named_at_its_line() -> None:
     control = _validate("routed")
     assert control.verdict == "passed", control.next_action
     assert control.attempts[0].layer_divergence is not None and control.attempts[0].layer_divergence.first_op is None
+    assert "diagnostic_run" not in control.attempts[0].timings, "no divergence: the ranks trace nothing"
+
+
+def test_a_flat_forward_is_searched_whole() -> None:
+    """No sub-module to tell (one flat forward, `accuracy_models.advice.AnchorModel`, whose per-atom
+    energies read `pos[:1]`): the whole forward's ops are compared and the anchor is named on rank 1,
+    which holds another atom there; `next_action` says so and `divergent-op` sits on that line."""
+    path = HERE / "accuracy_models" / "advice.py"
+    [line] = [i for i, t in enumerate(path.read_text().splitlines(), start=1) if "pos - pos[:1]" in t]
+    report = validate_on_cpu(f"{path}:factory_anchor", advice.sample_batch(), **OPTIONS)
+    first = report.attempts[0]
+    assert first.layer_divergence is not None and first.layer_divergence.first_divergent is None
+    op = first.layer_divergence.first_op
+    assert op is not None and (Path(op.file), op.line, op.op, op.ranks) == (path, line, "Tensor.__getitem__", [1])
+    assert f"- first op whose value departs: `[…]` at advice.py:{line} in AnchorModel.forward" in report.next_action
+    assert first.timings["diagnostic_run"] > 0
+    assert _diagnostic_lines(report, "divergent-op") == [(path, line)]
