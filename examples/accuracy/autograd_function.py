@@ -10,6 +10,8 @@ variant is a correct single-process model; `FORMS` names them:
   `scatter_add`  the layer Function with `scatter_add` on an expanded index (backward: `torch.gather`)
   `amax`         the layer Function aggregating by `scatter_reduce(amax)` (backward: the argmax mask)
   `energy_only`  the layer Function, energy only (no autograd through it)
+  `readout`      the atoms → systems energy sum in a Function (backward: the gather by the system index)
+  `generic`      one `ScatterSum` Function for every aggregation: edges → atoms and atoms → systems
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from examples.structures import make_batch, periodic_slab_system
 
 __all__ = ["FORMS", "SPEC", "FunctionMPNN", "model_factory", "sample_batch"]
 
-FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only")
+FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only", "readout", "generic")
 SPEC = make_spec("halo_correction", {"energy": "per_graph", "forces": "per_node"})
 ENERGY_SPEC = make_spec("halo_correction", {"energy": "per_graph"})
 
@@ -96,6 +98,34 @@ class EdgeMax(torch.autograd.Function):
         return torch.gather(grad, 0, index) * hit, None, None
 
 
+class ScatterSum(torch.autograd.Function):
+    """`out[index[i]] += src[i]` into `size` rows, whatever the rows are (a package's own scatter)."""
+
+    @staticmethod
+    def forward(ctx: Any, src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        return torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device).index_add_(0, index, src)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (index,) = ctx.saved_tensors
+        return grad.index_select(0, index), None, None
+
+
+class SystemSum(torch.autograd.Function):
+    """Per-atom energies summed per system."""
+
+    @staticmethod
+    def forward(ctx: Any, e_atom: torch.Tensor, system: torch.Tensor, num_systems: int) -> torch.Tensor:
+        ctx.save_for_backward(system)
+        return e_atom.new_zeros(num_systems).index_add_(0, system, e_atom)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (system,) = ctx.saved_tensors
+        return grad[system], None, None
+
+
 class Interaction(torch.autograd.Function):
     """The whole message step: `out[i] = sum over edges (i, j) of w[e] * h[j]`, backward by hand."""
 
@@ -120,6 +150,8 @@ _LAYER = {
     "scatter_add": EdgeScatterAdd,
     "amax": EdgeMax,
     "energy_only": EdgeSum,
+    "readout": EdgeSum,
+    "generic": ScatterSum,
 }
 
 
@@ -158,9 +190,13 @@ class FunctionMPNN(nn.Module):
                 agg = _LAYER[self.form].apply(w * h[neighbour], centre, n)
             h = h + torch.tanh(update(agg / 4.0))
         e_atom = self.readout(h).squeeze(-1)
-        energy = torch.zeros(batch.num_systems, dtype=e_atom.dtype, device=e_atom.device).index_add(
-            0, batch.batch, e_atom
-        )
+        if self.form == "readout":
+            energy = SystemSum.apply(e_atom, batch.batch, batch.num_systems)
+        elif self.form == "generic":
+            energy = ScatterSum.apply(e_atom, batch.batch, batch.num_systems)
+        else:
+            zeros = torch.zeros(batch.num_systems, dtype=e_atom.dtype, device=e_atom.device)
+            energy = zeros.index_add(0, batch.batch, e_atom)
         if not forces:
             return {"energy": energy}
         return {"energy": energy, "forces": -torch.autograd.grad(energy.sum(), pos)[0]}
@@ -202,6 +238,16 @@ def scatter_add_factory() -> FunctionMPNN:
 def amax_factory() -> FunctionMPNN:
     """The `amax` form."""
     return model_factory("amax")
+
+
+def readout_factory() -> FunctionMPNN:
+    """The `readout` form."""
+    return model_factory("readout")
+
+
+def generic_factory() -> FunctionMPNN:
+    """The `generic` form."""
+    return model_factory("generic")
 
 
 def energy_only_factory() -> FunctionMPNN:

@@ -40,8 +40,9 @@ import torch
 from torch.autograd.function import BackwardCFunction
 from torch.overrides import TorchFunctionMode
 
-from . import edge_handlers
+from . import edge_handlers, reduce_handlers
 from .context import RankContext
+from .exchange import REPLICATED_NODE
 from .function_mark import function_label
 from .scatter_ops import Scatter
 from .unrouted import Site, record_unrouted, user_frame
@@ -55,6 +56,7 @@ __all__ = [
     "resolve_pending",
     "route_in_function",
     "running_function",
+    "system_sum_in_function",
 ]
 
 _APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
@@ -117,6 +119,7 @@ class _Record:
     rows: torch.Tensor | None  # the 1-D index of source rows (None: named, no exact adjoint)
     num_rows: int = 0
     exchange: edge_handlers.Exchange | None = None
+    post: Callable[[torch.Tensor], torch.Tensor] | None = None  # applied to the gather's result
     gathered: bool = False
 
 
@@ -146,6 +149,30 @@ def route_in_function(ctx: RankContext, sc: Scatter, call: FunctionCall) -> torc
     return result
 
 
+def system_sum_in_function(
+    ctx: RankContext, sc: Scatter, owned: torch.Tensor, call: FunctionCall
+) -> torch.Tensor | None:
+    """The handler's result of the per-atom → per-system `sc` (owned rows `owned`) inside `call`'s
+    forward, None where the handler has none. A sum or mean is recorded for its backward: the gather
+    of the per-system gradient by the system index reads the all-reduce's adjoint and keeps the owned
+    rows (`reduce_handlers.mask_rows`). When the Function returns the result as it is (and its target
+    needs no gradient), its node is marked replicated (`exchange.REPLICATED_NODE`), as an all-reduce is."""
+    found = reduce_handlers.linear_system_exchange(ctx, sc, owned)
+    if found is None:
+        result = reduce_handlers.per_system_scatter(ctx, sc, owned)
+        if result is not None:
+            name_in_function(ctx, sc.label, "per_atom_to_per_system", call, sc)
+        return result
+    local, exchange = found
+    result = exchange(local)
+    if call.needs_grad:
+        record = _Record(ctx, sc.label, "per_atom_to_per_system", _site(call), sc.rows_index, int(local.shape[0]))
+        record.exchange = exchange
+        record.post = lambda x: reduce_handlers.mask_rows(ctx, x, owned=owned)
+        _keep(call, record, (result, sc.target, sc.out), replicated=not sc.target.requires_grad)
+    return result
+
+
 def name_in_function(
     ctx: RankContext, label: str, aggregation: str, call: FunctionCall, sc: Scatter | None = None
 ) -> None:
@@ -155,31 +182,50 @@ def name_in_function(
         _keep(call, _Record(ctx, label, aggregation, _site(call), None), () if sc is None else (sc.target, sc.out))
 
 
-_PENDING: list[tuple[type, list[weakref.ref[torch.Tensor]], _Record]] = []
-"""Records of a Function whose forward gets no ctx (`setup_context`), with the tensors the aggregation
-returned: when the Function returns one of them, its node is the ctx (`resolve_pending`)."""
+@dataclass
+class _Pending:
+    """A record made inside a Function's forward that waits for the Function to return: the tensors
+    the aggregation returned; the node of the Function that returns one of them is its ctx (for a
+    Function with `setup_context`, whose forward gets none) and, with `replicated`, is marked so."""
+
+    cls: type
+    results: list[weakref.ref[torch.Tensor]]
+    record: _Record | None
+    replicated: bool
 
 
-def _keep(call: FunctionCall, record: _Record, results: Sequence[torch.Tensor | None]) -> None:
+_PENDING: list[_Pending] = []
+
+
+def _keep(
+    call: FunctionCall, record: _Record, results: Sequence[torch.Tensor | None], replicated: bool = False
+) -> None:
+    refs = [weakref.ref(t) for t in results if t is not None]
     if call.ctx is not None:
         _attach(call.ctx, record)
+        if replicated:
+            _PENDING.append(_Pending(call.cls, refs, None, True))
     else:
-        _PENDING.append((call.cls, [weakref.ref(t) for t in results if t is not None], record))
+        _PENDING.append(_Pending(call.cls, refs, record, replicated))
 
 
 def resolve_pending() -> None:
-    """Attach each pending record to the node of the Function that returned its aggregation, once the
-    Function has returned (grad mode is back on); a record whose aggregation the Function did not return
-    as it is (no node to attach to) is named now."""
+    """Settle each pending record once its Function has returned (grad mode is back on): attached to
+    the node of the Function that returned its aggregation as it is (and that node marked replicated
+    when asked), or named now when the Function returned something else (no node to attach to)."""
     while _PENDING:
-        cls, refs, record = _PENDING.pop(0)
-        node = getattr(cls, "_backward_cls", None)
-        tensors = [t for t in (r() for r in refs) if t is not None]
+        waiting = _PENDING.pop(0)
+        node = getattr(waiting.cls, "_backward_cls", None)
+        tensors = [t for t in (r() for r in waiting.results) if t is not None]
         found = next((t.grad_fn for t in tensors if node is not None and isinstance(t.grad_fn, node)), None)
+        if found is not None and waiting.replicated:
+            found.__dict__[REPLICATED_NODE] = True
+        if waiting.record is None:
+            continue
         if found is None:
-            _name(record)
+            _name(waiting.record)
         else:
-            _attach(found, record)
+            _attach(found, waiting.record)
 
 
 def pending() -> bool:
@@ -262,29 +308,34 @@ class AdjointMode(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         derived = any(id(t) in self.from_grads for t in _tensors(args) + _tensors(list(kwargs.values())))
-        if func in _GATHERS and self.records and derived:
-            args = self._adjoint(func, args, kwargs)
+        record = self._record(func, args, kwargs) if func in _GATHERS and self.records and derived else None
+        if record is not None:
+            assert record.exchange is not None
+            record.gathered = True
+            args = (_exchange_adjoint(record.exchange, args[0]), *args[1:])
         out = func(*args, **kwargs)
+        if record is not None and record.post is not None and isinstance(out, torch.Tensor):
+            out = record.post(out)
         if derived:
             self.from_grads.update((id(t), t) for t in _tensors(out))
         return out
 
-    def _adjoint(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Sequence[Any]:
+    def _record(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> _Record | None:
+        """The record whose aggregation this gather (of a tensor computed from the gradients) is the
+        adjoint of: the same row index, a source with the aggregation's rows."""
         found = _gather_rows(func, args, kwargs)
         if found is None or not args:
-            return args
+            return None
         source, rows = args[0], found[1]
         if not isinstance(source, torch.Tensor) or id(source) not in self.from_grads:
-            return args
+            return None
         for record in self.records:
-            assert record.rows is not None and record.exchange is not None
+            assert record.rows is not None
             if int(source.shape[0]) != record.num_rows or rows.shape != record.rows.shape:
                 continue
-            if not torch.equal(rows, record.rows.to(rows.device)):
-                continue
-            record.gathered = True
-            return (_exchange_adjoint(record.exchange, source), *args[1:])
-        return args
+            if torch.equal(rows, record.rows.to(rows.device)):
+                return record
+        return None
 
 
 def _exchange_adjoint(exchange: Callable[[torch.Tensor], torch.Tensor], grad: torch.Tensor) -> torch.Tensor:

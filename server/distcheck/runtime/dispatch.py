@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 from ..report.handler_counts import handler_count
 from ..spec import CustomOp
 from . import autograd_functions, edge_handlers, reduce_handlers
-from .autograd_functions import name_in_function, route_in_function, running_function
+from .autograd_functions import route_in_function, running_function, system_sum_in_function
 from .call_args import op_positions
 from .context import RankContext
 from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
@@ -139,14 +139,16 @@ class HandlerMode(TorchFunctionMode):
             def per_system() -> Any:
                 result = None
                 if owned is not None:
-                    result = reduce_handlers.per_system_scatter(ctx, sc, owned)
+                    call = running_function()
+                    result = (
+                        reduce_handlers.per_system_scatter(ctx, sc, owned)
+                        if call is None
+                        else system_sum_in_function(ctx, sc, owned, call)
+                    )
                 if result is None:
                     record_unrouted(ctx, sc.label, aggregation, "python")
                     return sc.call_original()
                 ctx.count(handler_count("per_system_reduce"))
-                call = running_function()
-                if call is not None:
-                    name_in_function(ctx, sc.label, aggregation, call)
                 return finish(sc, result)
 
             return per_system

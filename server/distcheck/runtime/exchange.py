@@ -25,6 +25,7 @@ from . import beacon
 from .context import RankContext
 
 __all__ = [
+    "REPLICATED_NODE",
     "all_reduce_max",
     "all_reduce_min",
     "all_reduce_sum",
@@ -73,11 +74,17 @@ def all_reduce_sum(x: torch.Tensor, ctx: RankContext) -> torch.Tensor:
     return _AllReduceSum.apply(x, ctx)  # type: ignore[no-untyped-call,no-any-return]
 
 
+REPLICATED_NODE = "_distcheck_replicated"
+"""An autograd node with this attribute set is an all-reduce for `is_replicated` (the node of a user's
+`torch.autograd.Function` that returns an all-reduced sum as it is: `autograd_functions`)."""
+
+
 def is_replicated(t: torch.Tensor) -> bool:
     """Whether `t` depends on leaves only through all-reduces (so every rank holds the same value).
 
-    Walks the autograd graph from `t`, stopping at all-reduce nodes; reaching a leaf that requires
-    grad (or an unknown rank-local input) first means `t` is rank-local.
+    Walks the autograd graph from `t`, stopping at all-reduce nodes (and nodes marked
+    `REPLICATED_NODE`); reaching a leaf that requires grad (or an unknown rank-local input) first means
+    `t` is rank-local.
     """
     fn = t.grad_fn
     if fn is None:
@@ -89,7 +96,7 @@ def is_replicated(t: torch.Tensor) -> bool:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, stops):
+        if isinstance(node, stops) or getattr(node, REPLICATED_NODE, False):
             continue
         if type(node).__name__ == "AccumulateGrad":
             return False

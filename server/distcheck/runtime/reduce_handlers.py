@@ -27,6 +27,7 @@ __all__ = [
     "atom_total",
     "bincount",
     "is_system_index",
+    "linear_system_exchange",
     "local_lengths",
     "mask_rows",
     "per_system_scatter",
@@ -73,20 +74,36 @@ def system_owned(ctx: RankContext, sc: Scatter) -> torch.Tensor | None:
     return None
 
 
+def linear_system_exchange(
+    ctx: RankContext, sc: Scatter, owned: torch.Tensor
+) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """`(local, exchange)` for a per-system sum or mean: this rank's sum over its owned source rows
+    and the map (linear in it: all-reduce, then the mean's division by the global count) that gives
+    the single-process result; None for any other reduce."""
+    if sc.reduce not in ("sum", "mean"):
+        return None
+    target, index = sc.target, sc.index
+    zeros = torch.zeros_like(target)
+    local = zeros.scatter_add(0, index, mask_rows(ctx, sc.src, owned=owned))
+    ones = mask_rows(ctx, torch.ones_like(sc.src), owned=owned)
+    count = all_reduce_sum(zeros.scatter_add(0, index, ones), ctx)
+    if sc.reduce == "sum" and sc.include_self:
+        return local, lambda p: target + all_reduce_sum(p, ctx)
+    if sc.reduce == "sum":
+        return local, lambda p: torch.where(count > 0, all_reduce_sum(p, ctx), target)
+    if sc.include_self:
+        return local, lambda p: (target + all_reduce_sum(p, ctx)) / (count + 1)
+    return local, lambda p: torch.where(count > 0, all_reduce_sum(p, ctx) / count.clamp(min=1), target)
+
+
 def per_system_scatter(ctx: RankContext, sc: Scatter, owned: torch.Tensor) -> torch.Tensor | None:
     """The single-process result of `sc` into a per-system target, or None for a reduce with no
     distributed form (`prod`)."""
     target, index = sc.target, sc.index
-    zeros = torch.zeros_like(target)
-    if sc.reduce in ("sum", "mean"):
-        total = all_reduce_sum(zeros.scatter_add(0, index, mask_rows(ctx, sc.src, owned=owned)), ctx)
-        ones = mask_rows(ctx, torch.ones_like(sc.src), owned=owned)
-        count = all_reduce_sum(zeros.scatter_add(0, index, ones), ctx)
-        if sc.reduce == "sum":
-            return target + total if sc.include_self else torch.where(count > 0, total, target)
-        if sc.include_self:
-            return (target + total) / (count + 1)
-        return torch.where(count > 0, total / count.clamp(min=1), target)
+    linear = linear_system_exchange(ctx, sc, owned)
+    if linear is not None:
+        local, exchange = linear
+        return exchange(local)
     if sc.reduce in ("amax", "amin"):
         is_max = sc.reduce == "amax"
         fill = -math.inf if is_max else math.inf

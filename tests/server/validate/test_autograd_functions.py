@@ -5,7 +5,8 @@ the exchange the handlers add to an aggregation in the forward is in no autograd
 match, forces do not, and the cause was blamed on "a per-atom quantity computed outside those
 aggregations". Every linear shape (one aggregation per layer by `index_add_` with an `index_select`
 backward, the same in the `setup_context` style, the whole message step with a hand-written backward,
-`scatter_add` with a `torch.gather` backward) now passes at attempt 1 to round-off; a forward-only use
+`scatter_add` with a `torch.gather` backward, the atoms → systems energy sum in a Function, one
+package-style `ScatterSum` Function for both) now passes at attempt 1 to round-off; a forward-only use
 passes as before; an aggregation with no exact adjoint (`amax`) is named with the Function's class and
 its file:line and passes after the `function_to_local` fix. Models: `examples/accuracy/autograd_function.py`
 (180 atoms, world size 2).
@@ -34,7 +35,9 @@ def _line_of(cls: type, text: str) -> int:
     return start + next(i for i, line in enumerate(lines) if text in line)
 
 
-@pytest.mark.parametrize("form", ["layer", "setup_context", "block", "scatter_add", "energy_only"])
+@pytest.mark.parametrize(
+    "form", ["layer", "setup_context", "block", "scatter_add", "readout", "generic", "energy_only"]
+)
 def test_linear_aggregations_inside_a_function_route_exactly(form: str) -> None:
     """Values and forces to round-off at attempt 1, nothing named, whatever the Function wraps."""
     report = validate_on_cpu(f"{TARGET}:{form}_factory", models.sample_batch(), auto_fix=False, **OPTIONS)
