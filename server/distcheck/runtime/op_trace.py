@@ -146,8 +146,11 @@ class OpTracer(TorchFunctionMode):
 
     def _record(self, func: Any, out: torch.Tensor, level: str, user: FrameType) -> None:
         ctx = current_context()  # the handlers must not route the tracer's own sums over rows
-        with P.shielded(), ctx.handlers_suspended() if ctx is not None else contextlib.nullcontext():
-            value = self._fingerprint(P.detach(out), level)
+        try:
+            with P.shielded(), ctx.handlers_suspended() if ctx is not None else contextlib.nullcontext():
+                value = self._fingerprint(P.detach(out), level)
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):
+            return  # a layout no fingerprint reads (sparse, nested, a subclass): not recorded, never raised
         name = op_name(func)
         file, line = os.path.abspath(user.f_code.co_filename), int(user.f_lineno)
         k = self._seen.get((file, line, name), 0)
