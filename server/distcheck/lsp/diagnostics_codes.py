@@ -89,8 +89,8 @@ def pages(docs: str) -> dict[str, str]:
         raise ValueError(f"docs/diagnostics.md has no section for {', '.join(missing)}: add a '## <code>' section")
     return {
         page_path(code): (
-            f"{_GENERATED}\n\n# distcheck: {code}\n\n{sections[CODES[code]]}\n\n"
-            f"## Every distcheck diagnostic\n\n{shared}\n"
+            f"# distcheck: {code}\n\n{sections[CODES[code]]}\n\n"
+            f"## Every distcheck diagnostic\n\n{shared}\n\n{_GENERATED}\n"
         )
         for code in CODES
     }
