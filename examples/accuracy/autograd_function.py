@@ -12,6 +12,8 @@ variant is a correct single-process model; `FORMS` names them:
   `energy_only`  the layer Function, energy only (no autograd through it)
   `readout`      the atoms → systems energy sum in a Function (backward: the gather by the system index)
   `generic`      one `ScatterSum` Function for every aggregation: edges → atoms and atoms → systems
+  `total`        the energy as `e_atom.sum()` in a Function (backward: `expand`), one system: no index to
+                 mirror, so it is named
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from examples.structures import make_batch, periodic_slab_system
 
 __all__ = ["FORMS", "SPEC", "FunctionMPNN", "model_factory", "sample_batch"]
 
-FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only", "readout", "generic")
+FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only", "readout", "generic", "total")
 SPEC = make_spec("halo_correction", {"energy": "per_graph", "forces": "per_node"})
 ENERGY_SPEC = make_spec("halo_correction", {"energy": "per_graph"})
 
@@ -112,6 +114,19 @@ class ScatterSum(torch.autograd.Function):
         return grad.index_select(0, index), None, None
 
 
+class AtomTotal(torch.autograd.Function):
+    """The sum of the per-atom energies (a batch of one system)."""
+
+    @staticmethod
+    def forward(ctx: Any, e_atom: torch.Tensor) -> torch.Tensor:
+        ctx.rows = int(e_atom.shape[0])
+        return e_atom.sum().reshape(1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.expand(ctx.rows)
+
+
 class SystemSum(torch.autograd.Function):
     """Per-atom energies summed per system."""
 
@@ -152,6 +167,7 @@ _LAYER = {
     "energy_only": EdgeSum,
     "readout": EdgeSum,
     "generic": ScatterSum,
+    "total": EdgeSum,
 }
 
 
@@ -194,6 +210,8 @@ class FunctionMPNN(nn.Module):
             energy = SystemSum.apply(e_atom, batch.batch, batch.num_systems)
         elif self.form == "generic":
             energy = ScatterSum.apply(e_atom, batch.batch, batch.num_systems)
+        elif self.form == "total":
+            energy = AtomTotal.apply(e_atom)
         else:
             zeros = torch.zeros(batch.num_systems, dtype=e_atom.dtype, device=e_atom.device)
             energy = zeros.index_add(0, batch.batch, e_atom)
@@ -248,6 +266,11 @@ def readout_factory() -> FunctionMPNN:
 def generic_factory() -> FunctionMPNN:
     """The `generic` form."""
     return model_factory("generic")
+
+
+def total_factory() -> FunctionMPNN:
+    """The `total` form."""
+    return model_factory("total")
 
 
 def energy_only_factory() -> FunctionMPNN:

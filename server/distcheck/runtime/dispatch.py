@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 from ..report.handler_counts import handler_count
 from ..spec import CustomOp
 from . import autograd_functions, edge_handlers, reduce_handlers
-from .autograd_functions import route_in_function, running_function, system_sum_in_function
+from .autograd_functions import name_in_function, route_in_function, running_function, system_sum_in_function
 from .call_args import op_positions
 from .context import RankContext
 from .exchange import all_reduce_sum, halo_forward, halo_reverse, is_replicated
@@ -66,6 +66,25 @@ def _op_name(func: Any) -> str | None:
     if name is None and hasattr(func, "_schema"):
         name = func._schema.name
     return name.replace(".default", "") if isinstance(name, str) else None
+
+
+def _named_in_function(
+    ctx: RankContext, handler: Callable[[], Any] | None, label: str, aggregation: str
+) -> Callable[[], Any] | None:
+    """`handler`, which also names its reduction when it runs inside a `torch.autograd.Function`'s
+    forward: its all-reduce has no counterpart in the Function's hand-written backward
+    (`autograd_functions.name_in_function`)."""
+    if handler is None:
+        return None
+    routed = handler
+
+    def run() -> Any:
+        call = running_function()
+        if call is not None:
+            name_in_function(ctx, label, aggregation, call)
+        return routed()
+
+    return run
 
 
 class HandlerMode(TorchFunctionMode):
@@ -107,7 +126,8 @@ class HandlerMode(TorchFunctionMode):
             return self._scatter(sc) if sc is not None and ctx.distributed else None
         reductions = ctx.system_reductions and ctx.distributed
         if func is torch.segment_reduce:
-            return reduce_handlers.segment_reduce(ctx, args, kwargs) if reductions else None
+            found = reduce_handlers.segment_reduce(ctx, args, kwargs) if reductions else None
+            return _named_in_function(ctx, found, "segment_reduce", "per_atom_to_per_system")
         if func in (torch.repeat_interleave, _T.repeat_interleave):
             return reduce_handlers.repeat_interleave(ctx, args, kwargs)
         if func in _BINCOUNT:
@@ -118,7 +138,8 @@ class HandlerMode(TorchFunctionMode):
         if func in _UNIQUE:
             return reduce_handlers.unique_systems(ctx, func, args, kwargs) if reductions else None
         if func in _SUM or func in _MEAN:
-            return reduce_handlers.atom_total(ctx, func in _MEAN, args, kwargs) if reductions else None
+            found = reduce_handlers.atom_total(ctx, func in _MEAN, args, kwargs) if reductions else None
+            return _named_in_function(ctx, found, "mean" if func in _MEAN else "sum", "per_atom_total")
         if func in _AUTOGRAD and ctx.distributed:
             return lambda: self._autograd(func, args, kwargs)
         name = _op_name(func) if self.custom_ops else None

@@ -126,7 +126,7 @@ def function_action(spec: MLIPSpec, inside: Sequence[UnroutedOp]) -> str:
         )
     if any(u.aggregation != "per_edge_to_per_atom" for u in inside):
         steps.append(
-            "move the per-system reduction out of the Function (reduce its per-atom output after apply), where "
+            "move the reduction over atoms out of the Function (reduce its per-atom output after apply), where "
             "the runtime routes it with its gradient"
         )
     return (

@@ -70,3 +70,14 @@ def test_the_function_label_round_trips() -> None:
     assert function_of(function_label("Outer.Inner")) == "Outer.Inner"
     assert function_of("EdgeMax.forward") is None
     assert function_of(None) is None
+
+
+def test_a_total_with_no_index_to_mirror_is_named_with_its_remedy() -> None:
+    """`e_atom.sum()` in a Function whose backward expands the gradient: no gather to mirror, so named
+    at its line with the step that routes it (reduce outside the Function)."""
+    report = validate_on_cpu(f"{TARGET}:total_factory", models.sample_batch(), auto_fix=False, **OPTIONS)
+    (op,) = report.attempts[0].unrouted
+    assert function_of(op.function) == "AtomTotal" and op.aggregation == "per_atom_total"
+    assert (op.file, op.line) == (TARGET, _line_of(models.AtomTotal, "e_atom.sum()"))
+    assert report.next_action.startswith("FAIL — the backward of AtomTotal (torch.autograd.Function)")
+    assert "move the reduction over atoms out of the Function" in report.next_action
