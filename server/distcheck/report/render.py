@@ -18,6 +18,7 @@ from ..safe_text import for_terminal
 from ..spec.edit import describe_change
 from .atoms import describe_index
 from .checks import receptive_line, suspicious_line
+from .ops import DivergentOp
 from .parts import LayerDivergence
 from .values import _enc_free
 
@@ -50,6 +51,11 @@ def _clean(text: object, *, one_line: bool = False) -> str:
     if one_line:
         s = " ".join(s.split("\n"))
     return for_terminal(s).replace("\t", "    ")
+
+
+def _op_line(op: DivergentOp) -> str:
+    """`first op whose value departs: `matmul` at m.py:26 in reduce (Tensor.matmul), /path/m.py:26`."""
+    return _clean(f"first op whose value departs: {op.where} ({op.op}), {op.file}:{op.line}", one_line=True)
 
 
 def _num(x: object) -> str:
@@ -193,6 +199,8 @@ class _Renderer:
             if m is not None:
                 text = f"first module whose per-system value differs across ranks: {m.module} ({m.cls}), max |Δ| "
                 self.add(_clean(text + _num(m.max_abs), one_line=True), 4)
+            if d.first_op is not None:
+                self.add(_op_line(d.first_op), 4)
         if a.rolled_back is not None:
             text = f"rolled back to attempt {a.rolled_back.to_attempt + 1}: {a.rolled_back.reason}"
             self.add(self.paint("rolled back:", "yellow") + " " + _clean(text, one_line=True), 2)
@@ -295,11 +303,8 @@ class _Renderer:
                 text += f" ({first.cls})"
             text += f", rel diff {_num(first.rel_diff)}"
             self.add(_clean(text, one_line=True), 2)
-        op = ld.first_op
-        if op is not None:
-            self.add(
-                _clean(f"first op whose value departs: {op.where} ({op.op}), {op.file}:{op.line}", one_line=True), 2
-            )
+        if ld.first_op is not None:
+            self.add(_op_line(ld.first_op), 2)
 
     def render_partition(self, a: Attempt) -> None:
         health = a.partition_health
