@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, HelperDiagnosis, TraceReport, WorkerError, tolerance_for
+from ..spec import MLIPSpec
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
 from .field_advice import field_remedy
 from .trust_action import suspicious_head, trust_lines
@@ -148,7 +149,14 @@ def _verdict_action(report: TraceReport) -> str:
     failing = _failing(best, atol, rtol)
     ruled_out = _halo_ruled_out(report, best)
     if halo.matches is False and ruled_out is None:
-        lines.append(f"FAIL — halo too shallow: {halo.interpretation}")
+        widened = rolled.get("widen_halo")
+        tried = (
+            f" (auto-fix widened it in attempt {widened.index + 1}; that made the comparison worse and was rolled "
+            "back, so the halo is not the only cause)"
+            if widened is not None
+            else ""
+        )
+        lines.append(f"FAIL — halo too shallow: {halo.interpretation}{tried}")
     if not lines:
         lines += _declared_helper_lines(best) or _declared_op_head(best)
     gaps = [h for h in best.helper_diagnostics if h.suspected_gap and h.likely_remedy and not h.already_wrapped]
@@ -226,19 +234,33 @@ def _rolled_back(report: TraceReport) -> dict[str, Attempt]:
     return out
 
 
-def _unrouted_lines(best: Attempt, rolled: dict[str, Attempt]) -> list[str]:
-    """`unrouted_action` of `best`, past the eager remedy when auto-fix ran the TorchScript eagerly and
-    rolled that back: the advice that is left, and that it was tried."""
+def _advice_spec(best: Attempt, rolled: dict[str, Attempt]) -> tuple[MLIPSpec, list[str]]:
+    """The spec unrouted advice is read under: `best`'s, with what auto-fix tried for unrouted
+    aggregations and rolled back already in it (torchscript "eager", the kernels' `custom_ops`
+    entries), so no advice repeats it; and one phrase per such remedy, saying where it was tried."""
+    spec, tried = best.spec.copy(), []
     eager = rolled.get("run_torchscript_eagerly")
-    if eager is None or not eager_remedy_applies(best.spec, best.unrouted):
+    if eager is not None and eager_remedy_applies(spec, best.unrouted):
+        spec.distribution.torchscript = "eager"
+        tried.append(f'distribution.torchscript "eager" (attempt {eager.index + 1})')
+    ops = rolled.get("declare_custom_ops")
+    declared = {c.op for c in spec.distribution.custom_ops}
+    added = [c for c in ops.spec.distribution.custom_ops if c.op not in declared] if ops is not None else []
+    if ops is not None and added:
+        spec.distribution.custom_ops.extend(added)
+        tried.append(f"{', '.join(c.op for c in added)} in distribution.custom_ops (attempt {ops.index + 1})")
+    return spec, tried
+
+
+def _unrouted_lines(best: Attempt, rolled: dict[str, Attempt]) -> list[str]:
+    """`unrouted_action` of `best`, past the remedies auto-fix tried and rolled back (`_advice_spec`):
+    the advice that is left, and that those were tried."""
+    spec, tried = _advice_spec(best, rolled)
+    if not tried:
         return unrouted_action(best)
-    as_tried = dataclasses.replace(best, spec=eager.spec)  # the advice under the spec that ran them eagerly
-    lines = unrouted_action(as_tried)
+    lines = unrouted_action(dataclasses.replace(best, spec=spec))
     if lines:
-        lines[0] += (
-            f' (auto-fix already tried distribution.torchscript "eager" in attempt {eager.index + 1}; it made the '
-            "comparison worse and was rolled back)"
-        )
+        lines[0] += f" (auto-fix already tried {' and '.join(tried)}; it made the comparison worse and was rolled back)"
     return lines
 
 
@@ -318,7 +340,7 @@ def _remedy_lines(report: TraceReport, best: Attempt, rolled: dict[str, Attempt]
         if tried is not None and tried.spec.helper(h.qualname) is not None:
             continue
         remedies.append(f"add {json.dumps(h.likely_remedy)} to distribution.third_party_helpers ({h.qualname})")
-    ready, _ = custom_op_entries(best.spec, best.unrouted)
+    ready, _ = custom_op_entries(_advice_spec(best, rolled)[0], best.unrouted)
     remedies += [f"add {json.dumps(e)} to distribution.custom_ops" for e in ready]
     field = report.receptive_field
     depth = field_remedy(field) if field is not None else None

@@ -22,7 +22,7 @@ from distcheck.report import (
 from distcheck.report.fixes import SkippedFix
 from distcheck.report.kernels import KernelCall, KernelTensor
 from distcheck.report.ops import DivergentOp
-from distcheck.report.parts import LayerDivergence, ReportMeta
+from distcheck.report.parts import HaloCompleteness, LayerDivergence, ReportMeta, view
 from distcheck.spec import MLIPSpec
 from distcheck.validate.next_action import next_action
 
@@ -98,6 +98,25 @@ def test_the_eager_remedy_auto_fix_rolled_back_is_not_advised(ops: list[Unrouted
     # not tried: the advice stands
     fresh = _report([_attempt(0, scripted, 0.1, unrouted=ops)])
     assert '"eager" (auto-fix does)' in fresh.next_action.split("\n")[0]
+
+
+def test_a_custom_ops_entry_auto_fix_rolled_back_is_not_advised() -> None:
+    declared = _spec(custom_ops=[ENTRY])
+    report = _report([_attempt(0, _spec(), 0.1, unrouted=[_kernel()]), _rolled(1, declared, "declare_custom_ops")])
+    text = report.next_action
+    assert f"add {json.dumps(ENTRY)} to distribution.custom_ops" not in text, text
+    assert "already tried mylib::seg_sum in distribution.custom_ops (attempt 2)" in text.split("\n")[0], text
+    fresh = _report([_attempt(0, _spec(), 0.1, unrouted=[_kernel()])])
+    assert f"add {json.dumps(ENTRY)} to distribution.custom_ops" in fresh.next_action
+
+
+def test_a_widened_halo_auto_fix_rolled_back_is_said_with_the_halo_advice() -> None:
+    shallow = {"matches": False, "halo_width": 3.5, "required_width": 9.0, "interpretation": "The halo is 3.5 Å"}
+    wider = _spec(policy={"halo_width": 9.5})
+    halo = view(HaloCompleteness, shallow)
+    report = _report([_attempt(0, _spec(), 0.1, halo_completeness=halo), _rolled(1, wider, "widen_halo")])
+    head = report.next_action.split("\n")[0]
+    assert head.startswith("FAIL — halo too shallow") and "widened it in attempt 2" in head, head
 
 
 def test_a_helper_adapter_auto_fix_rolled_back_is_not_advised() -> None:
