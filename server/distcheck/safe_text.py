@@ -14,7 +14,8 @@ and tabs stay. A line longer than `MAX_LINE` characters is cut, saying how much 
   U+FFFE/U+FFFF);
 - `for_editor(text)`: the LSP diagnostics' messages and details (`lsp.diagnostics_place.make_diagnostic`);
   the extension's report panel applies the same rule (`extension/src/safeText.ts`, its `UNSAFE` and
-  `MAX_LINE` this module's, checked by `tests/extension/safeText.test.ts` on `safe_text_corpus.json`);
+  `MAX_LINE` this module's, checked by `tests/extension/safeText.test.ts` on
+  `tests/extension/corpus/safe_text.json`);
 - `json_safe(value)`: a JSON-able value whose strings have their lone surrogates escaped (the rest
   is JSON's own escaping).
 

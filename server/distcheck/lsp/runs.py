@@ -23,6 +23,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from ..report import TraceReport
+from ..safe_text import for_editor
 from . import diagnostics, locate, trust
 from .config import TargetInfo, load_workspace_targets, read_disk
 from .errors import AlreadyRunning, OutsideWorkspace, RequestFailed
@@ -162,6 +163,7 @@ class Runs:
         if not run.progress:
             return
         progress = self._server.work_done_progress
+        message = for_editor(message)  # the target's and the user's text, shown escaped
         with contextlib.suppress(Exception):
             if kind == "report":
                 progress.report(

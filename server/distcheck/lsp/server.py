@@ -31,6 +31,7 @@ from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..runtime.module_namespace import module_file
+from ..safe_text import for_editor
 from . import commands, locate
 from .code_actions import CodeActions
 from .commands import HelperFixParams, LastReportParams, LocateModuleParams, TargetArg, TrustParams, ValidateExtra
@@ -116,11 +117,12 @@ class DistcheckServer(LanguageServer):
             self.log("error", f"internal error in {task.get_name()}: {exc}\n{tb}")
 
     def log(self, level: str, message: str) -> None:
-        """`window/logMessage` when `level` passes the `distcheck.trace.server` threshold."""
+        """`window/logMessage` when `level` passes the `distcheck.trace.server` threshold (user text
+        shown escaped: `safe_text.for_editor`)."""
         if _LEVELS.get(level, 3) > _TRACE_THRESHOLD.get(self.settings.trace, 2):
             return
         with contextlib.suppress(Exception):
-            self.window_log_message(types.LogMessageParams(type=_MESSAGE_TYPES[level], message=message))
+            self.window_log_message(types.LogMessageParams(type=_MESSAGE_TYPES[level], message=for_editor(message)))
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A refused request (an expected error) is one `window/logMessage` warning with its message;
@@ -132,10 +134,10 @@ class DistcheckServer(LanguageServer):
         super().report_server_error(error, source)
 
     def show(self, level: str, message: str) -> None:
-        """`window/showMessage` (and the log)."""
+        """`window/showMessage` (and the log), user text shown escaped (`safe_text.for_editor`)."""
         self.log(level, message)
         with contextlib.suppress(Exception):
-            self.window_show_message(types.ShowMessageParams(type=_MESSAGE_TYPES[level], message=message))
+            self.window_show_message(types.ShowMessageParams(type=_MESSAGE_TYPES[level], message=for_editor(message)))
 
     @property
     def document_changes(self) -> bool:

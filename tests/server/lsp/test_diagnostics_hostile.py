@@ -1,7 +1,8 @@
 """The hostile corpus of `tests/server/test_hostile_text.py` through the LSP diagnostics (issue 33.2):
 a report's, a runner error's, a spec document's and a config's diagnostics, serialised as the daemon
 sends them (UTF-8 JSON) and parsed back, hold no character that acts and still show what was there,
-escaped (`safe_text.for_editor`, applied once, in `make_diagnostic`).
+escaped (`safe_text.for_editor`, applied once, in `make_diagnostic`); so do the daemon's log, notices
+and progress messages.
 
 The extension's panel applies the same rule in TypeScript (`extension/src/safeText.ts`);
 `tests/extension/corpus/safe_text.json`, written from this corpus by this module (run it:
@@ -95,6 +96,33 @@ def test_diagnostics_show_hostile_text_escaped_and_serialise(name: str) -> None:
     if UNSAFE.search(text) and name != "huge":
         every = "\n".join(r.message for d in found for r in d.related_information or [])
         assert for_editor(text) in every, "what was there is still shown, escaped"
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_the_daemons_messages_and_progress_show_hostile_text_escaped(name: str) -> None:
+    """`window/logMessage`, `window/showMessage` and `$/progress` carry target names, paths and
+    exception messages too: the same rule, at `DistcheckServer.log` / `show` and `Runs._progress`."""
+    from types import SimpleNamespace
+
+    from distcheck.lsp.runs import Run, Runs
+    from distcheck.lsp.server import DistcheckServer
+
+    text = HOSTILE[name]
+    sent: list[Any] = []
+    server = DistcheckServer()
+    server.window_log_message = sent.append  # type: ignore[method-assign,assignment]
+    server.window_show_message = sent.append  # type: ignore[method-assign,assignment]
+    server.show("error", f"Distcheck could not validate {text}: boom {text}")
+    progress = SimpleNamespace(report=lambda _token, p: sent.append(p), end=lambda _token, p: sent.append(p))
+    runs = Runs.__new__(Runs)
+    runs._server = SimpleNamespace(work_done_progress=progress)  # type: ignore[assignment]
+    run = Run(target=None, overrides={}, token="t", progress=True)  # type: ignore[arg-type]
+    runs._progress(run, "report", f"rank 0: {text}")
+    runs._progress(run, "end", f"error: {text}")
+    assert len(sent) == 4
+    for params in sent:
+        assert not _ACTING.search(params.message), (type(params).__name__, repr(_ACTING.search(params.message)))
+        assert all(len(part) <= MAX_LINE + 120 for part in params.message.split("\n"))
 
 
 def corpus() -> list[dict[str, Any]]:
