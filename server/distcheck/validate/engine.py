@@ -5,11 +5,7 @@ What is settled before anything starts is `run_setup`'s; the runs it asks for (t
 first attempt, each later one, the control run) are `executor.Executor`'s, which alone knows which
 processes serve them; one attempt's record is `attempt_records`'.
 
-Every change the pipeline makes to the spec as given (the wrapper's or the prior, with what inference
-filled in) is a fix the attempt records (`Attempt.fixes`, `report.SpecFix`): the halo widened before
-the first run to the measured receptive field (`report.fixes.PRE_RUN_RULE`; skipped, with why, when
-that halo would make the partition degenerate) and each auto-fix rule's mutation, each change named
-by the rule that made it.
+Every change the pipeline makes to the spec as given is a fix its attempt records (`fix_record`).
 """
 
 from __future__ import annotations
@@ -21,26 +17,22 @@ from typing import Any
 
 from ..option_check import strictest
 from ..report import Attempt, DeadlineReached, ReceptiveField, TraceReport, best_attempt_index
-from ..report.fixes import PRE_RUN_RULE, SkippedFix, SpecFix
 from ..report.parts import WrapperInfo, view
 from ..runtime.errors import DistributedError
 from ..runtime.group import GroupSession
-from ..runtime.model import DEFAULT_SKIN
 from ..runtime.run_result import DistributedRun, RankLifecycle
 from ..spec import MLIPSpec
-from ..spec.edit import spec_changes
 from .attempt_records import attempt_atom_errors, evaluate_run, failed_attempt, output_attempt, reference_outputs
 from .autofix import FixContext, propose
 from .deadline import Budget
 from .executor import Executor, Outcome
 from .field_cache import field_for
-from .halo_bounds import degenerate_halo
+from .fix_record import FirstSpec, FixLedger, initial_spec
 from .health import system_health
-from .inference import infer_spec
 from .next_action import next_action
 from .op_trace import MAX_DIAGNOSTIC_RUNS, name_from_run, needs_diagnostic_run
 from .outputs import OUTPUT_PHASE, problem_from_error, reference_error
-from .receptive import apply_measured_field, receptive_record
+from .receptive import receptive_record
 from .reference import ReferenceRun
 from .rollback import rollback_if_worse
 from .run_setup import RunSetup, ValidationRequest, check_tolerance_names, settle_run
@@ -93,53 +85,6 @@ def run_validation(
             return _from_reference(request, s, reference_run, t_reference, budget, runs, progress)
 
 
-@dataclass
-class _First:
-    """The first attempt's spec and what it came from: `given` (the wrapper's spec or the prior, with
-    what inference filled in), the inference notes, the rationale, the receptive field, the rule that
-    changed `given` before the first run (None: unchanged) and the fixes skipped there."""
-
-    spec: MLIPSpec
-    given: MLIPSpec
-    notes: list[str]
-    rationale: str
-    receptive: ReceptiveField | None
-    rule: str | None
-    skipped: list[SkippedFix]
-
-
-def _initial_spec(reference: dict[str, Any], s: RunSetup, prior: Any) -> _First:
-    """The first attempt's spec from what `reference` holds (with or without the receptive-field
-    measurement: inference reads the measured depth, and an under-declared one widens a `local` halo
-    before any rank runs: a fix, `PRE_RUN_RULE`, not tried when that halo would leave some rank holding
-    a whole system)."""
-    given, notes = infer_spec(reference, s.batch.num_atoms, s.batch.num_systems, prior)
-    rationale = "spec from the wrapper's distribution_spec and the reference trace"
-    receptive = receptive_record(reference)
-    spec, field_note = apply_measured_field(given, receptive)
-    if not field_note or receptive is None:
-        return _First(given, given, notes, rationale, receptive, None, [])
-    width = spec.distribution.policy.halo_width
-    declared = None if receptive.declared_field is None else receptive.declared_field + DEFAULT_SKIN
-    reason = degenerate_halo(s.batch, s.world_size, width, declared)
-    if reason is not None:
-        receptive.halo_width_set = None
-        skip = SkippedFix(
-            rule=PRE_RUN_RULE,
-            reason=f"the halo was not widened to the measured receptive field before the first run: {reason}",
-            halo_width=width,
-        )
-        return _First(given, given, notes, rationale, receptive, None, [skip])
-    notes.append(field_note)
-    return _First(spec, given, notes, f"{rationale}; {field_note}", receptive, PRE_RUN_RULE, [])
-
-
-def _change_key(change: Mapping[str, Any]) -> str:
-    """What identifies one spec change across attempts: its path, and an array item's value."""
-    path = ".".join(str(p) for p in change.get("path") or [])
-    return path if change.get("op") in ("set", "delete") else f"{path}+{change.get('value')!r}"
-
-
 def _field(reference_run: ReferenceRun, s: RunSetup) -> dict[str, Any]:
     """The receptive-field measurement of this validation: remembered for this model and sample
     (`field_cache`), else the reference child's."""
@@ -150,61 +95,33 @@ def _field(reference_run: ReferenceRun, s: RunSetup) -> dict[str, Any]:
 class _Attempts:
     """The attempts so far and what the next one starts from: its spec, rationale and rule, the run
     it may reuse (`needs_run` False: the same run under another consolidation), and the deadline
-    when it stopped them. `given` is the spec as given (what every attempt's `fixes` are counted
-    from), `made_by` names the rule behind each change of the next spec (`_change_key`), `rules_of`
-    that of every attempt so far, and `skipped` the skipped fixes the next attempt's record carries."""
+    when it stopped them. `fixes` keeps what each attempt changed from the spec as given."""
 
     current: MLIPSpec
     rationale: str
     receptive: ReceptiveField | None
     tried: set[str]
-    given: MLIPSpec
+    fixes: FixLedger
     rule: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
     run: DistributedRun | None = None
     needs_run: bool = True
     stopped: DeadlineReached | None = None
-    made_by: dict[str, str] = field(default_factory=dict)
-    rules_of: dict[int, dict[str, str]] = field(default_factory=dict)
-    skipped: list[SkippedFix] = field(default_factory=list)
 
-    def take_first(self, first: _First) -> None:
+    def take_first(self, first: FirstSpec) -> None:
         """The first attempt starts from `first`: its spec, and what changed it from the spec given."""
-        self.current, self.given, self.rationale, self.receptive = (
+        self.current, self.rationale, self.receptive, self.rule = (
             first.spec,
-            first.given,
             first.rationale,
             first.receptive,
+            first.rule,
         )
-        self.rule = first.rule
-        self.made_by = {_change_key(c): first.rule or PRE_RUN_RULE for c in self.changes(first.spec)}
-        self.skipped = list(first.skipped)
-
-    def changes(self, spec: MLIPSpec) -> list[dict[str, Any]]:
-        """The changes from the spec as given to `spec` (`spec.edit.spec_changes`)."""
-        return spec_changes(self.given.to_dict(), spec.to_dict())
+        self.fixes = FixLedger.start(first)
 
     def record(self, attempt: Attempt) -> None:
-        """Add `attempt`, with its fixes (each named by the rule that made it) and the skipped fixes."""
-        attempt.fixes = [
-            SpecFix(
-                rule=self.made_by.get(_change_key(c), attempt.rule or PRE_RUN_RULE),
-                op=str(c["op"]),
-                path=[str(p) for p in c.get("path") or []],
-                value=c.get("value"),
-            )
-            for c in self.changes(attempt.spec)
-        ]
-        attempt.skipped_fixes, self.skipped = self.skipped, []
-        self.rules_of[attempt.index] = dict(self.made_by)
+        """Add `attempt`, with its fixes and the fixes skipped before it (`FixLedger.stamp`)."""
+        self.fixes.stamp(attempt)
         self.attempts.append(attempt)
-
-    def propose_from(self, base: Attempt, spec: MLIPSpec, rule: str) -> None:
-        """The next spec, `spec`, is `rule`'s mutation of attempt `base`'s."""
-        made_by = dict(self.rules_of.get(base.index, {}))
-        for c in spec_changes(base.spec.to_dict(), spec.to_dict()):
-            made_by[_change_key(c)] = rule
-        self.made_by = made_by
 
 
 def _from_reference(
@@ -226,7 +143,7 @@ def _from_reference(
     )
     meta.wrapper = view(WrapperInfo, reference["wrapper"])
     _emit(progress, "reference_finished", seconds=t_reference)
-    first = _initial_spec(reference, s, request.spec)
+    first = initial_spec(reference, s, request.spec)
     current, meta.inference_notes = first.spec, first.notes
     check_tolerance_names(s.atol, s.rtol, current.output_kinds)
     problem = reference_error(reference, current, s.batch.num_atoms, s.batch.num_systems, meta)
@@ -241,7 +158,7 @@ def _from_reference(
         report.next_action = next_action(report)
         _emit(progress, "finished", ok=False)
         return report
-    loop = _Attempts(current, first.rationale, first.receptive, tried={current.signature()}, given=first.given)
+    loop = _Attempts(current, first.rationale, first.receptive, {current.signature()}, FixLedger.start(first))
     loop.take_first(first)
     floor = RoundoffMeter(reference_outputs(reference), current.output_kinds, runs.control(), s.atol, s.rtol)
     _run_attempts(request, s, reference_run, budget, runs, floor, loop, progress)
@@ -324,7 +241,7 @@ def _run_attempts(
         proposal = propose(context, loop.tried, skipped=attempt.skipped_fixes)
         if proposal is None:
             return
-        loop.propose_from(base[0], proposal.spec, proposal.rule)
+        loop.fixes.propose_from(base[0], proposal.spec, proposal.rule)
         loop.tried.add(proposal.spec.signature())
         loop.current, loop.rationale, loop.rule = proposal.spec, proposal.rationale, proposal.rule
         loop.needs_run = proposal.needs_run
@@ -348,7 +265,7 @@ def _attempt_run(
         def measured() -> MLIPSpec:
             reference = reference_run.result
             reference["receptive_field"] = _field(reference_run, s)
-            first = _initial_spec(reference, s, request.spec)
+            first = initial_spec(reference, s, request.spec)
             loop.take_first(first)
             s.meta.inference_notes = first.notes
             return first.spec
