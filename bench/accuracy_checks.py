@@ -11,6 +11,8 @@ back`, `tried`). The advice is inconsistent when a line
 - advises a spec value that the spec as given already has (`set scatter_mode = "local"` when it is);
 - advises `num_interactions = N` with N no deeper than the wrapper already declares, or with a halo
   of N × cutoff that an attempt already ran under `local` and failed;
+- advises `cutoff = X` no longer than the wrapper already declares, or one whose halo (X, times the
+  declared depth under `local`) an attempt already ran with and failed;
 - advises a `halo_width` no wider than one an attempt already ran with and failed.
 
 No torch here: it reads a `TraceReport` only.
@@ -29,6 +31,7 @@ __all__ = ["advice_consistent", "fix_rules", "named", "outcome"]
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _DEPTH = re.compile(r"num_interactions\s*(?:=|to)\s*(\d+)")
+_CUTOFF = re.compile(r"\bcutoff\s*(?:=|to)\s*(\d+(?:\.\d+)?)")
 _HALO = re.compile(r"halo_width\s*(?:=|to|:)\s*(\d+(?:\.\d+)?)")
 _SET = re.compile(r"\bset\s+(?:[\w.]+\.)?(\w+)\s*(?:=|to|:)\s*\"?([\w.\-]+)\"?")
 _FACT_WORDS = ("rolled back", "was tried", " tried ", "made it worse", "was dropped")
@@ -141,6 +144,16 @@ def advice_consistent(report: TraceReport) -> tuple[bool, str]:
                 local = a.spec.distribution.policy.scatter_mode == "local"
                 if local and cutoff is not None and halo is not None and halo >= depth * cutoff:
                     return False, f"advises num_interactions = {depth}; attempt {a.index} ran its halo ({halo:g} Å)"
+        for match in _CUTOFF.finditer(line):
+            longer = float(match.group(1))
+            if cutoff is not None and longer <= cutoff:
+                return False, f"advises cutoff = {longer:g}; the wrapper already declares {cutoff:g}"
+            for a in failed:
+                halo = _halo(a)
+                local = a.spec.distribution.policy.scatter_mode == "local"
+                needed = longer * (declared or 1) if local else longer
+                if halo is not None and halo >= needed:
+                    return False, f"advises cutoff = {longer:g}; attempt {a.index} ran a halo of {halo:g} Å and failed"
         for match in _HALO.finditer(line):
             width = float(match.group(1))
             for a in failed:

@@ -36,7 +36,7 @@ def _attempt(index: int, spec: MLIPSpec, passed: bool, halo: float, **more: Any)
     )  # fmt: skip
 
 
-def _report(attempts: list[Attempt], next_action: str, depth: int = 1, cutoff: float = 5.0) -> TraceReport:
+def _report(attempts: list[Attempt], next_action: str, depth: int = 1, cutoff: float = 3.0) -> TraceReport:
     meta = {"wrapper": {"num_interactions": depth, "cutoff": cutoff}}
     return TraceReport(ok=any(a.passed for a in attempts), spec=attempts[-1].spec, attempts=attempts,
                        next_action=next_action, meta=meta)  # type: ignore[arg-type]  # fmt: skip
@@ -88,6 +88,18 @@ INCONSISTENT = {
         1,
         "attempt 1 ran with 12",
     ),
+    "advises the cutoff already declared": (
+        [_attempt(0, _spec(), False, 5.5)],
+        "FAIL — forces differ\nreceptive field: UNDER-DECLARED; set cutoff = 3 on the wrapper",
+        1,
+        "already declares 3",
+    ),
+    "advises a cutoff whose halo already failed": (
+        [_attempt(0, _spec(), False, 5.5), _attempt(1, _spec(halo_width=8.0), False, 8.0, rule="widen_halo")],
+        "FAIL — forces differ\nset cutoff = 7.5 on the wrapper",
+        1,
+        "attempt 1 ran a halo of 8",
+    ),
 }
 
 
@@ -108,6 +120,11 @@ CONSISTENT = {
         _given_and_tried(SpecFix("run_torchscript_eagerly", "set", ["distribution", "torchscript"], "eager"), _spec()),
         'FAIL — forces differ\nauto-fix tried torchscript "eager" and rolled it back\n'
         'attempt 1 (run_torchscript_eagerly): torchscript "eager" was worse',
+        1,
+    ),
+    "a cutoff longer than declared, not yet covered": (
+        [_attempt(0, _spec(), False, 3.5)],
+        "FAIL — forces differ\nset cutoff = 5 on the wrapper",
         1,
     ),
     "a halo wider than any that ran": (
