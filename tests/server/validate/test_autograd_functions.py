@@ -14,6 +14,7 @@ its file:line and passes after the `function_to_local` fix. Models: `examples/ac
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from typing import Any
@@ -81,3 +82,17 @@ def test_a_total_with_no_index_to_mirror_is_named_with_its_remedy() -> None:
     assert (op.file, op.line) == (TARGET, _line_of(models.AtomTotal, "e_atom.sum()"))
     assert report.next_action.startswith("FAIL — the backward of AtomTotal (torch.autograd.Function)")
     assert "move the reduction over atoms out of the Function" in report.next_action
+
+
+@pytest.mark.parametrize("form", ["layer", "amax"])
+def test_under_owned_complete_any_reduce_inside_a_function_routes_exactly(form: str) -> None:
+    """Under `owned_complete` the exchange is a refresh of the halo rows, linear whatever the reduce:
+    `amax` too is exact at attempt 1 (a guard: the local adjoint was exact here before, and the
+    refresh's adjoint applied in the backward keeps it so)."""
+    spec = copy.deepcopy(models.SPEC)
+    spec["distribution"]["policy"]["scatter_mode"] = "owned_complete"
+    report = validate_on_cpu(f"{TARGET}:{form}_factory", models.sample_batch(), auto_fix=False, spec=spec, **OPTIONS)
+    first = report.attempts[0]
+    assert first.passed and first.unrouted == [], report.next_action
+    assert max(first.max_abs_diff.values()) < 1e-12, first.max_abs_diff
+    assert any(k.startswith("halo_refresh") for k in first.handler_counts)
