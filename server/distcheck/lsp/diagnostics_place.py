@@ -215,7 +215,7 @@ class Placer:
             home = self.factory(None)
             if home is None or self.ctx.foreign(home[0]):
                 return
-            seen = f"at {os.path.basename(path)} line {span.start_line + 1} (another target's file)"
+            seen = f"at {os.path.basename(path)} line {span.start_line + 1} (another target's file, so shown here)"
             path, span, evidence = home[0], home[1], [seen, *evidence]
         diagnostic = make_diagnostic(span, code, message, severity, data, path=path, todo=todo, evidence=evidence)
         self.out.setdefault(os.path.abspath(path), []).append(diagnostic)
