@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from distcheck import cli_exit, validate_on_cpu
+from distcheck import cli, cli_exit, validate_on_cpu
 from distcheck.lsp.actions import report_fixes
 from distcheck.report.fixes import PRE_RUN_RULE
 from distcheck.report.junit import junit_xml
 from distcheck.runtime.model import DEFAULT_SKIN
+from distcheck.spec import MLIPSpec
 from examples import self_graph
 from examples.structures import make_batch, periodic_slab_system
 
@@ -86,3 +88,19 @@ def test_a_switch_to_local_takes_the_measured_depth(factory: str, spec: dict[str
     assert switched[0].halo_completeness.halo_width == pytest.approx(width)  # the halo it ran is the one it states
     assert f"{width:.4g} Å = 3 × 3 Å" in switched[0].rationale, switched[0].rationale
     assert report.ok and report.state == "passed_after_fix", report.next_action
+
+
+def test_the_cli_says_the_pre_run_fix_and_saves_the_spec_it_passed_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "shallow.distspec.json"
+    target = f"{MODELS}:factory_two_declared_one"
+    code = cli.main(
+        ["validate", target, "--sample", f"{MODELS}:sample_batch", "--world-size", "2", "--save-spec", str(saved)]
+    )
+    out, err = capsys.readouterr()
+    width = 2 * CUTOFF + DEFAULT_SKIN
+    assert code == cli_exit.code_of("passed_after_fix"), out + err
+    assert out.startswith("PASSED AFTER FIX"), out
+    assert f"  set distribution.policy.halo_width to {width:g}" in err, err
+    assert MLIPSpec.load(saved).distribution.policy.halo_width == pytest.approx(width)
