@@ -3,9 +3,10 @@
 
 `HANDLER_COUNTS` is the one statement of those names: the runtime builds every name it counts with
 `handler_count` (so a name not recorded here cannot be counted), readers take a name apart with
-`handler_count_kind`, and the table in docs/validating.md is `handler_counts_markdown()`, between
-the `BEGIN` and `END` lines (`python -m distcheck.report.handler_counts docs/validating.md` rewrites
-it; tests/server/report/test_handler_counts.py keeps them equal). A name is a `kind` alone
+`handler_count_kind` and sum a kind with `fired`, and the table in docs/validating.md is
+`handler_counts_markdown()`, between the `BEGIN` and `END` lines (`python -m
+distcheck.report.handler_counts docs/validating.md` rewrites it; tests/server/report/test_handler_counts.py
+keeps them equal). A name is a `kind` alone
 (`halo_read`) or `kind[target]` (`halo_refresh[index_add]`), the target saying which op, kernel or
 helper fired it. Names are stable: renaming one is a breaking change of the report, made here, in the
 docs and in the report's consumers at once. No torch here.
@@ -13,6 +14,7 @@ docs and in the report's consumers at once. No torch here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "END",
     "HANDLER_COUNTS",
     "HandlerCount",
+    "fired",
     "handler_count",
     "handler_count_kind",
     "handler_counts_markdown",
@@ -127,6 +130,14 @@ def handler_count_kind(name: str) -> HandlerCount | None:
     if found is None or bool(bracket) != (found.target is not None) or (bracket and not rest.endswith("]")):
         return None
     return found
+
+
+def fired(counts: Mapping[str, int], kind: str) -> int:
+    """How often the handlers of `kind` (one of `HANDLER_COUNTS`) fired in `counts`, every target summed;
+    `ValueError` for a kind not recorded (a reader of a renamed kind fails at once, not silently at 0)."""
+    if kind not in _BY_KIND:
+        raise ValueError(f"{kind!r} is not a handler count; the kinds are {', '.join(_BY_KIND)}")
+    return sum(int(n) for name, n in counts.items() if (found := handler_count_kind(name)) and found.kind == kind)
 
 
 def handler_counts_markdown() -> str:

@@ -16,6 +16,7 @@ import torch
 from ..option_check import Tolerance, tolerance_of
 from ..report import RankDisagreement, merge_unrouted
 from ..report.fixes import SkippedFix
+from ..report.handler_counts import fired
 from ..runtime import pristine as P
 from ..runtime.run_result import DistributedRun
 from ..spec import HelperAdapter, MLIPSpec
@@ -230,7 +231,7 @@ def _halo_correction_to_local(ctx: FixContext) -> RuleResult:
     policy = ctx.spec.distribution.policy
     if policy.kind != "halo" or policy.scatter_mode != "halo_correction" or not ctx.failing:
         return None
-    corrected = sum(v for k, v in ctx.handler_counts.items() if k.startswith("halo_scatter_correction"))
+    corrected = fired(ctx.handler_counts, "halo_scatter_correction")
     depth = int((ctx.reference.get("wrapper") or {}).get("num_interactions") or 1)
     scattered = any(k.startswith("edge_aggregation") for k in ctx.reference.get("counts", {}))
     # the halo check found the wrapper halo-unaware (no `batch.neighbor_list`): its advice is this rule's

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, HelperDiagnosis, TraceReport, WorkerError, tolerance_for
+from ..report.handler_counts import handler_count
 from ..spec import MLIPSpec
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
 from .field_advice import field_remedy
@@ -320,7 +321,7 @@ def _declared_op_lines(best: Attempt) -> list[str]:
     declared = [c.op for c in best.spec.distribution.custom_ops]
     if not declared:
         return []
-    fired = {op: sum(v for k, v in best.handler_counts.items() if k == f"custom_op[{op}]") for op in declared}
+    fired = {op: best.handler_counts.get(handler_count("custom_op", op), 0) for op in declared}
     words = ", ".join(f"{op} ×{n}" for op, n in fired.items())
     return [
         f"- your declared distribution.custom_ops entries: {words} routed (a wrong transform in one of them gives "

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..report.handler_counts import fired
 from ..spec import MLIPSpec
 from .halo_bounds import Skip, one_cutoff_words, to_local
 
@@ -31,13 +32,9 @@ __all__ = ["halo_correction_to_owned_complete", "owned_complete_to_local", "refr
 _EPS = 1e-6
 
 
-def _counted(counts: Mapping[str, int], prefix: str) -> int:
-    return sum(int(v) for k, v in counts.items() if k.startswith(prefix))
-
-
 def refreshed_count(handler_counts: Mapping[str, int]) -> int:
     """How many per-edge → per-atom aggregations the ranks refreshed under `owned_complete`."""
-    return _counted(handler_counts, "halo_refresh[")
+    return fired(handler_counts, "halo_refresh")
 
 
 def halo_correction_to_owned_complete(ctx: FixContext) -> tuple[MLIPSpec, str] | None:
@@ -47,7 +44,7 @@ def halo_correction_to_owned_complete(ctx: FixContext) -> tuple[MLIPSpec, str] |
     policy = ctx.spec.distribution.policy
     if policy.kind != "halo" or policy.scatter_mode != "halo_correction" or not ctx.failing:
         return None
-    if not _counted(ctx.handler_counts, "halo_scatter_correction") or ctx.reference.get("neighbor_cutoffs"):
+    if not fired(ctx.handler_counts, "halo_scatter_correction") or ctx.reference.get("neighbor_cutoffs"):
         return None
     spec = ctx.spec.copy()
     spec.distribution.policy.scatter_mode = "owned_complete"

@@ -17,6 +17,7 @@ import pytest
 from distcheck.report import handler_counts as hc
 from distcheck.report.handler_counts import (
     HANDLER_COUNTS,
+    fired,
     handler_count,
     handler_count_kind,
     with_table,
@@ -51,6 +52,34 @@ def test_names_build_and_parse_back() -> None:
         assert handler_count_kind(name) is None, name
     with pytest.raises(ValueError, match="not a handler count"):
         handler_count("halo_fix")
+
+
+OWN_NAMES = ("handler_counts.py", "reference.py")
+"""The record itself, and `validate.reference`, whose single-process trace counts ops under names of its
+own (`per_system_reduce[scatter_add]`, `edge_aggregation[...]`: `reference["counts"]`, never a report's
+handler counts)."""
+
+
+def test_fired_sums_a_kind_and_refuses_an_unknown_one() -> None:
+    counts = {"halo_refresh[index_add]": 2, "halo_refresh[scatter_add]": 3, "halo_read": 5, "older_name[x]": 7}
+    assert fired(counts, "halo_refresh") == 5 and fired(counts, "halo_read") == 5 and fired(counts, "adapter") == 0
+    with pytest.raises(ValueError, match="not a handler count"):
+        fired(counts, "older_name")
+
+
+def test_readers_sum_recorded_kinds() -> None:
+    """Every `fired(counts, "kind")` in the package names a recorded kind, and no module outside the
+    runtime reads a handler count by a name prefix of its own."""
+    kinds = {h.kind for h in HANDLER_COUNTS}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fired":
+                kind = node.args[1]
+                assert isinstance(kind, ast.Constant) and kind.value in kinds, f"{path}:{node.lineno}"
+            if path.name not in OWN_NAMES and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                bracketed = node.value.endswith("[") and node.value[:-1] in kinds
+                assert not bracketed, f"{path}:{node.lineno}: read it with handler_counts.fired"
 
 
 def _count_calls(tree: ast.AST) -> list[ast.Call]:
