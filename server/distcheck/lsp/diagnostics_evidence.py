@@ -33,6 +33,7 @@ from ..report import (
     view,
 )
 from ..report.checks import receptive_remedy
+from ..runtime.function_mark import function_of, function_remedy
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
@@ -66,6 +67,8 @@ def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
         return f"declare {op.function or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
     if op.origin == "native":
         return "declare the Python function that calls this C++ code in distribution.third_party_helpers"
+    if function_of(op.function) is not None:
+        return function_remedy([op.aggregation], spec.distribution.policy.scatter_mode)
     return (
         'rewrite it in a form the handlers route (docs/safe-code.md: "Code that is safe to write"), e.g. a sum, '
         "mean, amax or amin keyed by the system index"

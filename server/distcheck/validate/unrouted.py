@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Attempt, UnroutedOp
-from ..runtime.function_mark import function_of
+from ..runtime.function_mark import function_of, function_remedy
 from ..spec import MLIPSpec
 
 __all__ = ["custom_op_entries", "describe", "eager_remedy_applies", "function_action", "unrouted_action"]
@@ -113,26 +113,11 @@ def function_action(spec: MLIPSpec, inside: Sequence[UnroutedOp]) -> str:
     classes = ", ".join(dict.fromkeys(function_of(u.function) or "?" for u in inside))
     shown = "; ".join(describe(u) for u in inside[:_SHOWN])
     more = f"; and {len(inside) - _SHOWN} more" if len(inside) > _SHOWN else ""
-    steps = []
-    if (
-        any(u.aggregation == "per_edge_to_per_atom" for u in inside)
-        and spec.distribution.policy.scatter_mode != "local"
-    ):
-        steps.append(
-            'set distribution.policy.scatter_mode to "local" with a halo as deep as the receptive field (each '
-            "rank then computes these aggregations whole, nothing crosses ranks inside the Function), or write "
-            "the aggregation as a sum (index_add, scatter_add) whose backward gathers the gradient by the same "
-            "index (index_select, [index], gather), which distcheck routes exactly"
-        )
-    if any(u.aggregation != "per_edge_to_per_atom" for u in inside):
-        steps.append(
-            "move the reduction over atoms out of the Function (reduce its per-atom output after apply), where "
-            "the runtime routes it with its gradient"
-        )
+    steps = function_remedy((u.aggregation for u in inside), spec.distribution.policy.scatter_mode)
     return (
         f"FAIL — the backward of {classes} (torch.autograd.Function) is its own code, so the exchange distcheck "
         f"adds to the aggregations in its forward is missing from the gradients (the values are exact): "
-        f"{shown}{more}; " + "; ".join(steps)
+        f"{shown}{more}; {steps}"
     )
 
 
