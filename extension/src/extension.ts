@@ -129,19 +129,41 @@ export function activate(context: vscode.ExtensionContext): DistcheckApi {
       if (e.affectsConfiguration("distcheck.interpreter")) {
         const now = readInterpreterSetting(vscode.workspace.workspaceFolders?.[0]);
         server.log(`distcheck.interpreter changed (now “${now.value || "unset"}”${now.scope ? ` in ${now.scope}` : ""}): restarting the server`);
-        void server.restart().then(() => lenses.refresh());
+        void server.restart().then(() => {
+          lenses.refresh();
+          void testing.refresh();
+        });
       }
     }),
-    vscode.workspace.onDidGrantWorkspaceTrust(() => lenses.refresh()),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      lenses.refresh();
+      testing.refreshSoon(0);
+    }),
     // a verdict goes stale when its spec or model file changes after it (edited, saved, or changed on disk)
     vscode.workspace.onDidChangeTextDocument((e) => {
       if (e.contentChanges.length > 0) {
         markStale(e.document.uri.fsPath);
+        testing.invalidate(e.document.uri.fsPath);
       }
     }),
-    vscode.workspace.onDidSaveTextDocument((doc) => markStale(doc.uri.fsPath)),
+    vscode.workspace.onDidSaveTextDocument((doc) => {
+      markStale(doc.uri.fsPath);
+      if (doc.languageId === "python" || doc.fileName.endsWith(".distspec.json")) {
+        testing.refreshSoon(); // a factory added, renamed or broken
+      }
+    }),
     watcher,
     watcher.onDidChange((u) => markStale(u.fsPath)),
+    // discovery needs no Refresh: a Python or spec file created, deleted or saved may add or drop a target
+    watcher.onDidCreate(() => {
+      lenses.refresh();
+      testing.refreshSoon();
+    }),
+    watcher.onDidDelete((u) => {
+      markStale(u.fsPath);
+      lenses.refresh();
+      testing.refreshSoon();
+    }),
     vscode.window.onDidChangeActiveTextEditor(updateFactoryContext),
   );
   updateFactoryContext();

@@ -3,7 +3,10 @@
  * its factory's `def`, so the gutter shows the run icon there. A Run profile validates the chosen items
  * one after another through the same command as the palette (`distcheck.validateCommand`); cancelling
  * the run cancels the daemon's validation. Each report becomes passed / failed / errored / skipped
- * (`testingResults.outcomeOf`); VS Code keeps the history.
+ * (`testingResults.outcomeOf`); VS Code keeps the history. A report of a validation started anywhere else
+ * (palette, CodeLens, panel) is recorded on its item too, so every surface shows the same state; an edit
+ * of a target's model or spec file marks its result out of date. The items follow the daemon's list,
+ * read again on trust, a server (re)start and Python or spec files created, saved or deleted.
  */
 
 import * as vscode from "vscode";
@@ -28,6 +31,7 @@ export class TestingView implements vscode.Disposable {
   private readonly targets = new Map<string, TargetInfo>();
   private readonly waiters = new Map<string, Waiter>();
   private queue: Promise<void> = Promise.resolve();
+  private pending: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly session: Session) {
     this.controller = vscode.tests.createTestController("distcheck", "Distcheck");
@@ -36,6 +40,9 @@ export class TestingView implements vscode.Disposable {
   }
 
   dispose(): void {
+    if (this.pending) {
+      clearTimeout(this.pending);
+    }
     this.controller.dispose();
   }
 
@@ -63,9 +70,61 @@ export class TestingView implements vscode.Disposable {
     this.controller.items.replace(items);
   }
 
-  /** A report arrived: settles the Testing-view run waiting for it. */
+  /**
+   * A report arrived, from any entry point: settles the Testing-view run waiting for it, else records it
+   * as a run of its own on the target's item (a validation from the palette, a CodeLens or the panel), so
+   * the item shows the same verdict as the status bar, the panel and the diagnostics.
+   */
   reported(message: ReportMessage): void {
-    this.settle(message.target, { outcome: outcomeOf(message.report), report: message });
+    const result = { outcome: outcomeOf(message.report), report: message };
+    if (this.waiters.has(message.target)) {
+      this.settle(message.target, result);
+      return;
+    }
+    void this.recordOutside(message.target, result);
+  }
+
+  private async recordOutside(target: string, result: { outcome: TestOutcome; report?: ReportMessage }): Promise<void> {
+    let item = this.controller.items.get(target);
+    if (!item) {
+      await this.refresh(); // a target the view has not listed yet (created since the last look)
+      item = this.controller.items.get(target);
+    }
+    if (!item) {
+      return;
+    }
+    const run = this.controller.createTestRun(new vscode.TestRunRequest([item]), `Distcheck: ${target}`, true);
+    run.started(item);
+    if (result.report?.notice) {
+      run.appendOutput(`${result.report.notice}\r\n`, undefined, item);
+    }
+    record(run, item, result.outcome, reportSeconds(result.report) * 1000);
+    run.end();
+  }
+
+  /** The files of `path`'s targets changed (edited, saved, created, deleted): their results are out of date. */
+  invalidate(path: string): void {
+    const stale: vscode.TestItem[] = [];
+    this.controller.items.forEach((item) => {
+      const t = this.targets.get(item.id);
+      if (item.uri?.fsPath === path || (t?.spec && vscode.Uri.parse(t.specUri ?? "").fsPath === path)) {
+        stale.push(item);
+      }
+    });
+    if (stale.length) {
+      this.controller.invalidateTestResults(stale);
+    }
+  }
+
+  /** Re-reads the targets soon (after `delayMs`, once for a burst of file events). */
+  refreshSoon(delayMs = 500): void {
+    if (this.pending) {
+      clearTimeout(this.pending);
+    }
+    this.pending = setTimeout(() => {
+      this.pending = undefined;
+      void this.refresh();
+    }, delayMs);
   }
 
   /** A validation's progress ended; when no report follows soon, the run records the end message. */
@@ -172,6 +231,12 @@ function record(run: vscode.TestRun, item: vscode.TestItem, outcome: TestOutcome
       run.skipped(item);
       return;
   }
+}
+
+/** The validation's own duration (the report's `meta.timings.total`, seconds), 0 when absent. */
+function reportSeconds(report: ReportMessage | undefined): number {
+  const total: unknown = report?.report.meta.timings?.["total"];
+  return typeof total === "number" && Number.isFinite(total) ? total : 0;
 }
 
 /** What the Testing item says after its spec file: the daemon's rule, or that the file is not saved yet (the wrapper's own spec runs). */

@@ -3,6 +3,8 @@
  * the Testing view and as the gutter run icon at its `def model_factory`); running it from the editor
  * (Test: Run Test at Cursor, the gutter's action) validates it through the daemon (auto-fix off, so it
  * fails) and the item shows failed with one message per failing output (its max error and tolerance).
+ * A validation from the palette updates its item too, and a model file written while VS Code is open
+ * becomes an item without Refresh, and stays one when it stops parsing.
  */
 
 import assert from "node:assert/strict";
@@ -10,7 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 
-import { Session } from "./harness";
+import { Session, sleep } from "./harness";
 
 const VALIDATION_TIMEOUT = 300_000; // the first run starts the runner, which imports torch
 
@@ -65,4 +67,41 @@ describe("testing view: targets as test items, run, failure messages", { timeout
       const pass = session.page.locator(".test-explorer .monaco-list-row", { hasText: "helper_model" }).locator(".codicon-testing-passed-icon");
       assert.equal(await pass.count(), 0);
     }));
+
+  it("a validation started from the palette updates its item too", () =>
+    session.step("palette-run", async () => {
+      await session.palette("Distcheck: Validate distribution");
+      await session.quickPick("pair_potential");
+      await session.waitForStatus(/pair_potential/, VALIDATION_TIMEOUT);
+      await session.palette("Testing: Focus on Test Explorer View");
+      const passed = testRow("pair_potential").locator(".codicon-testing-passed-icon");
+      await passed.first().waitFor({ timeout: VALIDATION_TIMEOUT });
+      await session.shot("palette-run-passed");
+    }));
+
+  it("a model file created on disk becomes an item with no Refresh; one that stops parsing stays", () =>
+    session.step("discovery", async () => {
+      const file = path.join(session.workspace, "fresh_model.py");
+      fs.writeFileSync(file, FRESH_MODEL);
+      await testRow("fresh_model.py").waitFor({ timeout: 30_000 });
+      fs.writeFileSync(file, FRESH_MODEL.replace("def sample_batch():", "def sample_batch(:"));
+      await sleep(3000); // the watcher's event and the re-read of the targets
+      await session.palette("Testing: Focus on Test Explorer View");
+      await testRow("fresh_model.py").waitFor({ timeout: 10_000 });
+      await session.shot("discovered");
+    }));
 });
+
+const FRESH_MODEL = [
+  '"""Written by the test while VS Code is open."""',
+  "from examples import pair_potential",
+  "",
+  "",
+  "def model_factory():",
+  "    return pair_potential.PairPotential().double()",
+  "",
+  "",
+  "def sample_batch():",
+  "    return pair_potential.sample_batch()",
+  "",
+].join("\n");

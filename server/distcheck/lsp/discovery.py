@@ -6,8 +6,8 @@ hidden directories, virtual environments, installed packages and build output (`
 only files of at most `MAX_BYTES` whose text names `model_factory`, and stops after `MAX_FILES` Python
 files (the log says so). An open buffer speaks for its file (unsaved edits count).
 
-A module that does not parse is still a target when both definitions stand at the start of a line
-(`broken_module`): the file stays in the picker and the Testing view under its name, and its
+A module that does not parse is still a target when both definitions (a `def` or an assignment) stand
+at the start of a line (`broken_module`): the file stays in the picker and the Testing view under its name, and its
 `SyntaxError` becomes a `model-syntax-error` diagnostic at the error's line (`syntax_diagnostic`),
 instead of the file vanishing with no word.
 
@@ -50,8 +50,8 @@ SKIPPED_DIRS = frozenset(
 )
 """Directory names never walked into, besides every name starting with a dot (.git, .venv, .tox, ...)."""
 
-_FACTORY = re.compile(r"^(?:async[ \t]+)?def[ \t]+model_factory\b", re.MULTILINE)
-_SAMPLE = re.compile(r"^(?:async[ \t]+)?def[ \t]+sample_batch\b", re.MULTILINE)
+_FACTORY = re.compile(r"^(?:(?:async[ \t]+)?def[ \t]+model_factory\b|model_factory[ \t]*[:=])", re.MULTILINE)
+_SAMPLE = re.compile(r"^(?:(?:async[ \t]+)?def[ \t]+sample_batch\b|sample_batch[ \t]*[:=])", re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from .uris import uri_of
 
 __all__ = ["DiagnosticsStore"]
 
+_SCANNED = "model-syntax-error"
+
 
 class DiagnosticsStore:
     """Diagnostics by document URI and owner; `send` publishes one document's merged list."""
@@ -43,5 +45,8 @@ class DiagnosticsStore:
         self._send(types.PublishDiagnosticsParams(uri=uri, diagnostics=self.stored(uri)))
 
     def stored(self, uri: str) -> list[types.Diagnostic]:
-        """The diagnostics currently published for `uri`, every owner's."""
-        return [d for diags in self._diags.get(uri, {}).values() for d in diags]
+        """The diagnostics currently published for `uri`, every owner's; a `model-syntax-error` (the
+        workspace scan's) gives way to a validation's diagnostic of the same SyntaxError on its line."""
+        found = [d for diags in self._diags.get(uri, {}).values() for d in diags]
+        reported = {d.range.start.line for d in found if d.code != _SCANNED and "SyntaxError" in d.message}
+        return [d for d in found if d.code != _SCANNED or d.range.start.line not in reported]

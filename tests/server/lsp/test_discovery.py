@@ -91,3 +91,31 @@ def test_the_scan_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     said: list[str] = []
     found = discovery.scan([str(tmp_path)], {}, discovery.FileMemo(), said.append)
     assert len(found) == 3 and said and "more than 3" in said[0]
+
+
+def test_assigned_factories_and_samples_count_as_definitions() -> None:
+    source = "from m import make, sample\n\nmodel_factory = make\nsample_batch: object = sample\nx = (\n"
+    bad = discovery.broken_module("/w/a.py", source)
+    assert bad is not None and bad.line == 3
+
+
+def test_the_scan_diagnostic_gives_way_to_the_validation_of_the_same_error() -> None:
+    from lsprotocol import types
+
+    from distcheck.lsp.store import DiagnosticsStore
+
+    sent: list[types.PublishDiagnosticsParams] = []
+    store = DiagnosticsStore(sent.append)
+    source = "def model_factory(:\n    pass\n\n\ndef sample_batch():\n    pass\n"
+    bad = discovery.broken_module("/w/m.py", source)
+    assert bad is not None
+    scanned = discovery.syntax_diagnostic(bad, source)
+    store.replace("model-syntax-error", {"/w/m.py": [scanned]})
+    assert [d.code for d in sent[-1].diagnostics] == ["model-syntax-error"]
+    worker = types.Diagnostic(
+        range=scanned.range, message="SyntaxError: invalid syntax (m.py, line 1)", code="worker-error"
+    )
+    store.replace("target:m.py", {"/w/m.py": [worker]})
+    assert [d.code for d in sent[-1].diagnostics] == ["worker-error"]
+    store.replace("target:m.py", {})
+    assert [d.code for d in sent[-1].diagnostics] == ["model-syntax-error"]
