@@ -143,6 +143,15 @@ REAL_CASES = [
         spec=f"{SEEDED}:SCHNET_ENERGY_REDUCED_TWICE",
         package="torch_geometric",
     ),
+    Case(
+        "schnet: forces declared owned-only",
+        SCHNET,
+        "model_factory",
+        "pass after fix",
+        ("summing every copy|halo copies hold contributions",),
+        spec=f"{SEEDED}:SCHNET_FORCES_OWNED_ONLY",
+        package="torch_geometric",
+    ),
     Case("mace", MACE, "model_factory", "pass", package="mace"),
     Case(
         "mace: stress partial not all-reduced",
@@ -170,6 +179,15 @@ REAL_CASES = [
         "pass after fix",
         ("mol_sum",),
         spec=f"{SEEDED}:AIMNET2_NO_ADAPTER",
+        package="aimnet",
+    ),
+    Case(
+        "aimnet2: halo_correction for dense neighbour sums",
+        AIMNET2,
+        "model_factory",
+        "pass after fix",
+        ("scatter_mode local|\"local\"",),
+        spec=f"{SEEDED}:AIMNET2_HALO_CORRECTION",
         package="aimnet",
     ),
     Case(

@@ -9,9 +9,12 @@ wrong. Nothing is rank-aware; importing this module imports none of the third-pa
   3 passes) under `scatter_mode: "local"`, whose halo is `num_interactions × cutoff` deep;
 - `schnet_short_cutoff_factory`: the wrapper declares a 3 Å `cutoff`, its interaction graph uses 5 Å;
 - `SCHNET_ENERGY_REDUCED_TWICE`: energy in `all_reduce_outputs` (it is already summed over ranks);
+- `SCHNET_FORCES_OWNED_ONLY`: the autograd forces declared owned-only (halo copies hold contributions);
 - `MACE_STRESS_NOT_REDUCED`: MACE's stress, a per-rank partial, left out of `all_reduce_outputs`;
 - `AIMNET2_NO_ADAPTER`: AIMNet2's per-molecule sums through `aimnet.nbops.mol_sum`, a per-rank sum
-  in a third-party helper, with no adapter declared (the spec inference gives).
+  in a third-party helper, with no adapter declared (the spec inference gives);
+- `AIMNET2_HALO_CORRECTION`: AIMNet2 under `halo_correction`, whose dense neighbour sums (no scatter)
+  no per-layer correction completes.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import copy
 from typing import Any
 
 __all__ = [
+    "AIMNET2_HALO_CORRECTION",
     "AIMNET2_LOCAL",
     "AIMNET2_NO_ADAPTER",
     "MACE_LOCAL",
     "MACE_STRESS_NOT_REDUCED",
     "SCHNET_ENERGY_REDUCED_TWICE",
+    "SCHNET_FORCES_OWNED_ONLY",
     "SCHNET_LOCAL",
     "aimnet2_shallow_factory",
     "mace_shallow_factory",
@@ -66,11 +71,13 @@ def _aimnet2_specs() -> tuple[dict[str, Any], dict[str, Any]]:
 SCHNET_LOCAL = _with(_schnet_spec(), scatter_mode="local")
 """SchNet's spec under `local` (correct with the declared depth: 3 interactions × 5 Å)."""
 SCHNET_ENERGY_REDUCED_TWICE = _with(_schnet_spec(), all_reduce_outputs=["energy"])
+SCHNET_FORCES_OWNED_ONLY = _with(_schnet_spec(), owned_only_outputs=["forces"])
 MACE_LOCAL = _with(_mace_spec(), scatter_mode="local")
 """MACE's spec under `local` (correct with the declared depth: 2 interactions × 5 Å)."""
 MACE_STRESS_NOT_REDUCED = _with(_mace_spec(), all_reduce_outputs=[])
 AIMNET2_NO_ADAPTER, AIMNET2_LOCAL = (copy.deepcopy(s) for s in _aimnet2_specs())
 """AIMNet2's inferred spec (no `mol_sum` adapter) and its validated one (`local`, the adapter)."""
+AIMNET2_HALO_CORRECTION = _with(AIMNET2_LOCAL, scatter_mode="halo_correction")
 
 
 def schnet_shallow_factory() -> Any:
