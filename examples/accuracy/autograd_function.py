@@ -14,6 +14,8 @@ variant is a correct single-process model; `FORMS` names them:
   `generic`      one `ScatterSum` Function for every aggregation: edges → atoms and atoms → systems
   `total`        the energy as `e_atom.sum()` in a Function (backward: `expand`), one system: no index to
                  mirror, so it is named
+  `recompute`    the whole interaction block (messages, aggregation, update, residual) in a Function whose
+                 backward recomputes it with autograd on (the memory-saving pattern)
 """
 
 from __future__ import annotations
@@ -30,7 +32,18 @@ from examples.structures import make_batch, periodic_slab_system
 
 __all__ = ["FORMS", "SPEC", "FunctionMPNN", "model_factory", "sample_batch"]
 
-FORMS = ("layer", "setup_context", "block", "scatter_add", "amax", "energy_only", "readout", "generic", "total")
+FORMS = (
+    "layer",
+    "setup_context",
+    "block",
+    "scatter_add",
+    "amax",
+    "energy_only",
+    "readout",
+    "generic",
+    "total",
+    "recompute",
+)
 SPEC = make_spec("halo_correction", {"energy": "per_graph", "forces": "per_node"})
 ENERGY_SPEC = make_spec("halo_correction", {"energy": "per_graph"})
 
@@ -159,6 +172,27 @@ class Interaction(torch.autograd.Function):
         return grad_h, per_edge * h[neighbour], None, None
 
 
+class Recompute(torch.autograd.Function):
+    """`block(*inputs)` run without a graph; the backward runs it again with autograd on."""
+
+    @staticmethod
+    def forward(ctx: Any, block: Any, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.block = block
+        ctx.save_for_backward(*inputs)
+        with torch.no_grad():
+            out: torch.Tensor = block(*inputs)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        inputs = [t.detach().requires_grad_(t.is_floating_point()) for t in ctx.saved_tensors]
+        with torch.enable_grad():
+            out = ctx.block(*inputs)
+        wanted = [t for t in inputs if t.requires_grad]
+        grads = iter(torch.autograd.grad(out, wanted, grad))
+        return (None, *(next(grads) if t.requires_grad else None for t in inputs))
+
+
 _LAYER = {
     "layer": EdgeSum,
     "setup_context": EdgeSumSetup,
@@ -168,6 +202,7 @@ _LAYER = {
     "readout": EdgeSum,
     "generic": ScatterSum,
     "total": EdgeSum,
+    "recompute": EdgeSum,
 }
 
 
@@ -199,6 +234,15 @@ class FunctionMPNN(nn.Module):
         h = self.embedding(batch.atomic_numbers)
         n = int(pos.shape[0])
         for filt, update in zip(self.filters, self.updates, strict=True):
+            if self.form == "recompute":
+
+                def block(h: torch.Tensor, basis: torch.Tensor, centre: torch.Tensor, neighbour: torch.Tensor,
+                          filt: nn.Module = filt, update: nn.Module = update) -> torch.Tensor:  # fmt: skip
+                    agg = torch.zeros_like(h).index_add(0, centre, filt(basis) * h[neighbour])
+                    return h + torch.tanh(update(agg / 4.0))
+
+                h = Recompute.apply(block, h, basis, centre, neighbour)
+                continue
             w = filt(basis)
             if self.form == "block":
                 agg = Interaction.apply(h, w, centre, neighbour)
@@ -271,6 +315,11 @@ def generic_factory() -> FunctionMPNN:
 def total_factory() -> FunctionMPNN:
     """The `total` form."""
     return model_factory("total")
+
+
+def recompute_factory() -> FunctionMPNN:
+    """The `recompute` form."""
+    return model_factory("recompute")
 
 
 def energy_only_factory() -> FunctionMPNN:

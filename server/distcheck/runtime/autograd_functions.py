@@ -6,23 +6,29 @@ is in no autograd graph: the user's backward computes this rank's local adjoint,
 that cross ranks are lost (forces off near the domain boundaries, energies exact).
 
 `running_function` finds, from the Python stack, the Function whose forward is running (any subclass
-of `torch.autograd.Function`, by its `apply` and its ctx, never by name). `route_in_function` then
-routes a per-edge → per-atom aggregation and records it on the Function's ctx (for a Function with
-`setup_context`, whose forward gets none, on the node of the Function that returned the aggregation,
-found once it has: `resolve_pending`), whose backward runs under `AdjointMode`:
+of `torch.autograd.Function`, by its `apply` and its ctx, never by name). `route_in_function`
+(per-edge → per-atom) and `system_sum_in_function` (per-atom → per-system) then route the aggregation
+and record it on the Function's ctx (for a Function with `setup_context`, whose forward gets none, on
+the node of the Function that returned the aggregation, found once it has: `resolve_pending`), whose
+backward runs under `AdjointMode`:
 
-- **exact** when the handler's map of this rank's aggregate is linear (`edge_handlers.linear_exchange`:
-  a sum under `halo_correction`, any reduce under `owned_complete`): the user's backward gathers the
-  aggregated gradient by the aggregation's index (`index_select`, `[index]`, `gather`,
-  `take_along_dim`: the adjoint of a scatter), and that gather's source, a tensor computed from the
-  incoming gradients, is first put through the exchange's adjoint, computed by autograd on the
-  handler's own exchange. Counted as the handler counts it anywhere else.
-- **named** otherwise, when the backward runs: an aggregation whose exchange is not linear, or whose
-  gather the backward never made (it computes the adjoint another way). It is recorded as unrouted
-  at the op's line in the Function's forward (`function_mark.function_label`), called from the line
-  that applied the Function. A per-system reduction inside a Function is named the same way
-  (`name_in_function`). An aggregation inside a Function whose inputs need no gradient (forward only)
-  is exact as routed and named nowhere.
+- **exact** when the handler's map of this rank's own aggregate is linear (`edge_handlers.linear_exchange`:
+  a sum under `halo_correction`, any reduce under `owned_complete`; `reduce_handlers.linear_system_exchange`:
+  a per-system sum or mean): the user's backward gathers the aggregated gradient by the aggregation's
+  index (`index_select`, `[index]`, `gather`, `take_along_dim`: the adjoint of a scatter), and that
+  gather's source, a tensor computed from the incoming gradients, is first put through the exchange's
+  adjoint, computed by autograd on the handler's own exchange; a per-system gather then keeps the
+  owned rows, and a Function that returns the all-reduced sum as it is reads as an all-reduce to the
+  replicated-seed rule (`exchange.REPLICATED_NODE`). Counted as the handler counts it anywhere else.
+- **named** otherwise, when the backward runs: an aggregation whose exchange is not linear (amax, amin),
+  one whose gather the backward never made (it computes the adjoint another way), a total over the
+  atoms (`name_in_function`: no index to gather by). It is recorded as unrouted at the op's line in the
+  Function's forward (`function_mark.function_label`), called from the line that applied the Function.
+  An aggregation inside a Function whose inputs need no gradient (forward only) is exact as routed
+  and named nowhere.
+- **recomputed**: a backward that runs the forward again with autograd on (the memory-saving pattern)
+  runs it through the rank's handlers, so its graph holds their differentiable exchanges, exact as any
+  forward; nothing of that Function is named then.
 """
 
 from __future__ import annotations
@@ -50,20 +56,21 @@ from .unrouted import Site, record_unrouted, user_frame
 __all__ = [
     "AdjointMode",
     "FunctionCall",
-    "forget_pending",
     "name_in_function",
     "pending",
     "resolve_pending",
     "route_in_function",
     "running_function",
     "system_sum_in_function",
+    "use_handler",
 ]
 
 _APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
 _RECORDS = "_distcheck_function_records"
 _T = torch.Tensor
-_GATHERS = {torch.index_select, _T.index_select, _T.__getitem__, torch.gather, _T.gather, torch.take_along_dim}
-_GATHERS |= {_T.take_along_dim}
+_GATHERS = {torch.index_select, _T.index_select, _T.__getitem__, torch.gather, _T.gather}
+_GATHERS |= {torch.take_along_dim, _T.take_along_dim}
+_AUTOGRAD = {torch.autograd.grad, torch.autograd.backward, _T.backward}
 
 
 @dataclass
@@ -94,8 +101,8 @@ def running_function() -> FunctionCall | None:
             cls = frame.f_locals.get("cls")
             if not isinstance(cls, type):
                 return None
-            args = frame.f_locals.get("args", ())
-            needs = any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+            given = [*frame.f_locals.get("args", ()), *dict(frame.f_locals.get("kwargs") or {}).values()]
+            needs = any(t.requires_grad for t in _tensors(given))
             ctx = ctx if ctx is not None and getattr(type(ctx), "_forward_cls", None) is cls else None
             caller = user_frame(frame.f_back)
             file = os.path.abspath(caller.f_code.co_filename) if caller is not None else None
@@ -233,9 +240,14 @@ def pending() -> bool:
     return bool(_PENDING)
 
 
-def forget_pending() -> None:
-    """Drop what an earlier run left pending (a forward that ran while grad mode stayed off)."""
+_HANDLER: list[Any] = []  # the rank's `dispatch.HandlerMode` (which imports this module)
+
+
+def use_handler(mode: TorchFunctionMode) -> None:
+    """`mode` (the rank's `dispatch.HandlerMode`) routes what a Function's backward recomputes; what
+    an earlier run left pending (a forward that ran while grad mode stayed off) is dropped."""
     _PENDING.clear()
+    _HANDLER[:] = [mode]
 
 
 def _name(record: _Record) -> None:
@@ -256,8 +268,12 @@ def _backward(ref: weakref.ref[Any], *grads: Any) -> Any:
     if fctx is None:
         raise RuntimeError("distcheck: a torch.autograd.Function's backward ran after its node was freed")
     records: list[_Record] = fctx.__dict__.get(_RECORDS, [])
+    counts = records[0].rank.handler_counts if records else None
+    before = sum(counts.values()) if counts is not None else 0
     with AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)]):
         out = type(fctx).apply(fctx, *grads)
+    if counts is not None and sum(counts.values()) > before:
+        return out  # the backward recomputed the forward and the handlers routed it: exact as any forward
     for record in records:
         if record.rows is None or not record.gathered:
             _name(record)
@@ -295,19 +311,25 @@ def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
 
 class AdjointMode(TorchFunctionMode):
     """Runs a Function's backward: the gather of a gradient by a recorded aggregation's index reads
-    the exchange's adjoint of that gradient (see the module docstring)."""
+    the exchange's adjoint of that gradient (see the module docstring). What the backward computes
+    with autograd on from anything but the gradients (a recomputation of the forward) goes through the
+    rank's handlers as a forward does (`use_handler`), calls of autograd itself excepted (their seeds
+    are the backward's, never a replicated output's)."""
 
     def __init__(self, records: Sequence[_Record], grads: Sequence[torch.Tensor]) -> None:
         super().__init__()
         self.records = [r for r in records if r.rows is not None and r.exchange is not None]
         # by identity, each tensor kept alive while the backward runs (so no id is reused)
         self.from_grads: dict[int, torch.Tensor] = {id(g): g for g in grads}
+        self.handler = _HANDLER[0] if _HANDLER else None
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
         derived = any(id(t) in self.from_grads for t in _tensors(args) + _tensors(list(kwargs.values())))
+        if self.handler is not None and not derived and torch.is_grad_enabled() and func not in _AUTOGRAD:
+            return self.handler.__torch_function__(func, types, args, kwargs)
         record = self._record(func, args, kwargs) if func in _GATHERS and self.records and derived else None
         if record is not None:
             assert record.exchange is not None

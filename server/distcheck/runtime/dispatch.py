@@ -94,7 +94,7 @@ class HandlerMode(TorchFunctionMode):
         super().__init__()
         self.ctx = ctx
         self.custom_ops = {c.op: c for c in custom_ops}
-        autograd_functions.forget_pending()
+        autograd_functions.use_handler(self)
 
     # -- entry point --------------------------------------------------------------------------
     def __torch_function__(
