@@ -21,6 +21,7 @@ The reference and what is read off it:
 - `reference_field`: the receptive-field measurement, off the critical path;
 - `receptive`: the measured receptive field against the declared one;
 - `receptive_graph`: the measurement's cutoff graph, displacements, hop distances and distances in Å;
+- `receptive_floor`: the measurement's noise floor (dtype round-off, where the model spreads it);
 - `receptive_reach`: whether a measured reach is explained by more hops or by a longer cutoff;
 - `field_record`: the measurement's typed record, and the halo set from it before the first run;
 - `field_advice`: the remedy's text for an under-declared receptive field (depth or cutoff);

@@ -9,8 +9,11 @@ small weights can keep below the tolerances. The measurement needs no knowledge 
    changes, so what differs is round-off and run-to-run noise. Each per-atom quantity's **noise floor**
    is the larger of that difference and its dtype's round-off (`sensitivity.epsilon_floor`, the
    definition of the floor "suspicious" is judged against); an atom *moved* when it changed by more
-   than `MOVED_RATIO` × that floor. A quantity a translation moves by far more than round-off (the
-   positions themselves) is not observed;
+   than `MOVED_RATIO` × that floor. The floor applies only where the model spreads round-off: when no
+   probe's displacement (step 2) changed a single bit in the far half of its system's hop levels,
+   every change is the displacement's own (a far hop of weight 1e-7 still counts), and the floor is 0.
+   A quantity a translation moves by far more than round-off (the positions themselves) is not
+   observed;
 2. displace one probe atom per system (two rounds of probes) by the largest step that changes no edge
    (`LOW_PRECISION_STEPS`, up to 0.1 Å, when a quantity is float32 or less: a far hop's change grows
    with the step and must stand above that dtype's round-off);
@@ -60,6 +63,7 @@ from torch.overrides import TorchFunctionMode
 from ..batch import Batch
 from ..runtime.model import wrapper_attr
 from .field_record import apply_measured_field, effective_depth, receptive_record
+from .receptive_floor import low_precision, roundoff_floors, spreads_roundoff
 from .receptive_graph import (
     LOW_PRECISION_STEPS,
     STEPS,
@@ -73,7 +77,6 @@ from .receptive_graph import (
     probe_candidates,
 )
 from .receptive_reach import Observation, Weighed, decide, suggested_cutoff, weigh
-from .sensitivity import epsilon_floor
 from .trust_action import GRAPH_SKIP
 
 __all__ = [
@@ -92,11 +95,11 @@ PROBE_ROUNDS = 2
 PROBE_CANDIDATES = 16
 """Atoms tried per system and round for a probe the step cannot carry across a cutoff."""
 
-MOVED_RATIO = 8.0
-"""A per-atom quantity moved when it changed by more than this many times its noise floor."""
-
 MAX_FORWARD_SECONDS = 20.0
 """Above this reference forward time the measurement (four more forwards) is skipped."""
+
+MOVED_RATIO = 8.0
+"""A per-atom quantity moved when it changed by more than this many times its noise floor."""
 
 
 _T = torch.Tensor
@@ -237,22 +240,6 @@ def measure_receptive_field(
         return {**result, "note": f"the wrapper failed on a displaced sample ({type(exc).__name__}: {exc})"}
 
 
-def _low_precision(quantities: Mapping[str, torch.Tensor]) -> bool:
-    """Whether some observed quantity is single precision or less."""
-    return any(torch.finfo(v.dtype).eps > 1e-10 for v in quantities.values() if v.is_floating_point())
-
-
-def _floors(
-    raw: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor], again: Mapping[str, torch.Tensor]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Per quantity, its run-to-run difference (`again`: the translated sample) and its noise floor:
-    the larger of that and the dtype's round-off of its values (`sensitivity.epsilon_floor`, the
-    definition the "suspicious" floor uses)."""
-    noise = {k: float((base[k] - again[k]).abs().max()) if base[k].numel() else 0.0 for k in base if k in again}
-    floors = {k: max(epsilon_floor(raw[k], 0.0), noise.get(k, 0.0)) for k in base}
-    return noise, floors
-
-
 def _measure(
     wrapper: Any,
     batch: Batch,
@@ -265,13 +252,13 @@ def _measure(
     raw = dict(given) if given is not None else _run(wrapper, batch)
     if not raw:
         return {**result, "note": "the wrapper has no per-node output and no per-system reduction to observe"}
-    steps = LOW_PRECISION_STEPS if _low_precision(raw) else STEPS
+    steps = LOW_PRECISION_STEPS if low_precision(raw) else STEPS
     base = {k: v.to(torch.float64) for k, v in raw.items()}
     memo = NeighborMemo(batch)
     shifted = _translated(batch, steps[0])
     shifted.neighbor_list = memo  # type: ignore[method-assign]  # a translation changes no pair
     again = {k: v.to(torch.float64) for k, v in _run(wrapper, shifted).items()}
-    noise, floors = _floors(raw, base, again)
+    noise, floors = roundoff_floors(raw, base, again)
     scale = {k: float(base[k].abs().max()) if base[k].numel() else 0.0 for k in base}
     limit = {k: max(1e-6, 1e4 * float(torch.finfo(raw[k].dtype).eps)) for k in base if raw[k].is_floating_point()}
     moving = {k for k in noise if noise[k] > limit.get(k, 1e-6) * max(scale[k], 1e-30)}
@@ -292,6 +279,7 @@ def _measure(
     unbounded: set[str] = set()
     skips: dict[str, int] = {}  # quantity -> farthest hop of an atom that moved past an empty level
     used = 0
+    runs: list[tuple[list[int], dict[str, np.ndarray], dict[int, np.ndarray]]] = []
     for candidates in probe_candidates(batch, PROBE_ROUNDS, PROBE_CANDIDATES):
         asked = sorted(memo.lists)  # the cutoffs the wrapper built neighbour lists for
         reuse = bool(asked) and asked[-1] <= cutoff
@@ -304,16 +292,21 @@ def _measure(
             moved.neighbor_list = memo  # type: ignore[method-assign]
         out = _run(wrapper, moved)
         used += len(atoms)
-        hop_maps = {k: hop_distances(graph, k) for k in atoms}
+        changes = {
+            key: (out[key].to(torch.float64) - before).abs().amax(dim=1).numpy()
+            for key, before in base.items()
+            if key in out and out[key].shape == before.shape
+        }
+        runs.append((atoms, changes, {k: hop_distances(graph, k) for k in atoms}))
+    spreads = spreads_roundoff(runs, slices)
+    if not spreads:
+        floors = dict.fromkeys(floors, 0.0)  # nothing spreads round-off: every change is a displacement's own
+    for atoms, changes, hop_maps in runs:
         distances: dict[int, np.ndarray] = {}
-        for key, before in base.items():
-            after = out.get(key)
-            if after is None or after.shape != before.shape:
-                continue
-            changed = ((after.to(torch.float64) - before).abs() > MOVED_RATIO * floors[key]).any(dim=1).numpy()
+        for key, change in changes.items():
             for k in atoms:
                 sl = next(s for s in slices if s.start <= k < s.stop)
-                rows = np.flatnonzero(changed[sl]) + sl.start
+                rows = np.flatnonzero(change[sl] > MOVED_RATIO * floors[key]) + sl.start
                 if rows.size == 0:
                     continue
                 hops = hop_maps[k][rows]
@@ -358,7 +351,9 @@ def _measure(
         field=None if reach_cutoff is None else round(declared * reach_cutoff, 4),
         suggested_cutoff=None if reach_cutoff is None else suggested_cutoff(reach_cutoff),
     )
-    result["note"] = _note(used, weighed, unbounded, skips, derived, steps, declared if longer else None)
+    floor = f"{MOVED_RATIO:g}× the noise floor (the dtype's round-off of the values, or a run on the sample translated "
+    floor += f"by {steps[0]:g} Å if larger)" if spreads else "nothing: no displacement changed a bit far from itself"
+    result["note"] = _note(used, weighed, unbounded, skips, derived, floor, declared if longer else None)
     return result
 
 
@@ -368,7 +363,7 @@ def _note(
     unbounded: set[str],
     skips: Mapping[str, int],
     derived: Mapping[str, bool],
-    steps: Sequence[float],
+    floor: str,
     declared: int | None,
 ) -> str:
     """What was measured, per quantity, for `ReceptiveField.note` (`declared`: the declared depth, when a
@@ -377,10 +372,7 @@ def _note(
         f"{_label(k, derived)[0]}: {w.depth} layer(s) ({w.hops} hop(s), {w.angstrom:.3g} Å)" for k, w in weighed.items()
     ]
     parts += [f"{_label(k, derived)[0]}: moved every atom" for k in sorted(unbounded)]
-    note = (
-        f"{used} atom(s) displaced; moved means by more than {MOVED_RATIO:g}× the noise floor (the dtype's round-off "
-        f"of the values, or a run on the sample translated by {steps[0]:g} Å if larger); " + "; ".join(parts)
-    )
+    note = f"{used} atom(s) displaced; moved means by more than {floor}; " + "; ".join(parts)
     if declared is not None:
         over = [w for w in weighed.values() if w.depth > declared]
         note += (

@@ -67,7 +67,9 @@ def test_float32_round_off_is_not_reach(shape: str, sample: str) -> None:
     layers = int(kwargs["layers"])
     found = _measure(sample, positions, declared_depth=layers, cutoff=3.0, dtype=torch.float32, **kwargs)
     assert found["status"] == "measured" and found["measured_depth"] == layers, found
-    assert found["remedy"] == "none" and found["noise_floor"] > 0.0, found
+    assert found["remedy"] == "none", found
+    if kwargs.get("centred"):  # every coordinate carries the centre's round-off: the floor is the dtype's
+        assert found["noise_floor"] >= torch.finfo(torch.float32).eps * 0.1 and "translated" in found["note"], found
 
 
 @pytest.mark.parametrize(("layers", "sample"), itertools.product((2, 3), SAMPLES))
