@@ -9,7 +9,7 @@ diagnostics `diagnostics_documents`'s; this module holds the rest and the public
 
 Codes (source `distcheck`): `failing-output`, `spec-fix`, `spec-missing`, `undeclared-helper`,
 `worker-error`, `first-divergent-module`, `degenerate-partition`, `halo-incomplete`,
-`unrouted-aggregation`, `suspicious-output`, `rank-disagreement`, `receptive-field` (from a report),
+`unrouted-aggregation`, `suspicious-output`, `rank-disagreement`, `divergent-op`, `receptive-field` (from a report),
 `spec-invalid` (a spec document), `config-invalid` (a pyproject). `Diagnostic.data` holds
 `{"target", "code", ...}` with what a quick fix needs (docs/protocol.md).
 """
