@@ -26,11 +26,11 @@ import torch
 from torch import nn
 
 from distcheck.batch import Batch
-from examples.accuracy.base import CUTOFF
+from examples.accuracy.base import BUG_STRENGTH, CUTOFF
 from examples.common import MAX_Z, GaussianRBF, cosine_cutoff, make_spec, seeded
 from examples.structures import make_batch, periodic_slab_system
 
-__all__ = ["FORMS", "SPEC", "FunctionMPNN", "model_factory", "sample_batch"]
+__all__ = ["FORMS", "SPEC", "FunctionMPNN", "buggy_model_factory", "model_factory", "sample_batch"]
 
 FORMS = (
     "layer",
@@ -212,11 +212,12 @@ class FunctionMPNN(nn.Module):
     num_interactions = 2
     cutoff = CUTOFF
 
-    def __init__(self, form: str = "layer", features: int = 8) -> None:
+    def __init__(self, form: str = "layer", features: int = 8, bug: bool = False) -> None:
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
         self.form = form
+        self.bug = bug
         self.distribution_spec = ENERGY_SPEC if form == "energy_only" else SPEC
         self.embedding = nn.Embedding(MAX_Z, features)
         self.rbf = GaussianRBF(8, CUTOFF)
@@ -250,6 +251,8 @@ class FunctionMPNN(nn.Module):
                 agg = _LAYER[self.form].apply(w * h[neighbour], centre, n)
             h = h + torch.tanh(update(agg / 4.0))
         e_atom = self.readout(h).squeeze(-1)
+        if self.bug:  # anchored to row 0, an atom that is not the same on every rank
+            e_atom = e_atom + BUG_STRENGTH * torch.linalg.vector_norm(pos - pos[:1], dim=-1)
         if self.form == "readout":
             energy = SystemSum.apply(e_atom, batch.batch, batch.num_systems)
         elif self.form == "generic":
@@ -270,11 +273,22 @@ def sample_batch() -> Batch:
     return make_batch([periodic_slab_system((3, 3, 20), seed=31)])
 
 
-def model_factory(form: str = "layer") -> FunctionMPNN:
-    """A correct `FunctionMPNN` of `form` (float64, the same seeded weights on every call)."""
+def model_factory(form: str = "layer", bug: bool = False) -> FunctionMPNN:
+    """A correct `FunctionMPNN` of `form` (float64, the same seeded weights on every call); with `bug`,
+    its per-atom energies get a term anchored to row 0 (a real distribution bug)."""
     with seeded(3):
-        model = FunctionMPNN(form)
+        model = FunctionMPNN(form, bug=bug)
     return model.double().eval()
+
+
+def buggy_model_factory() -> FunctionMPNN:
+    """The `layer` form with the row-0 bug: must fail however its Function is routed."""
+    return model_factory("layer", bug=True)
+
+
+def buggy_block_factory() -> FunctionMPNN:
+    """The `block` form with the row-0 bug."""
+    return model_factory("block", bug=True)
 
 
 def layer_factory() -> FunctionMPNN:

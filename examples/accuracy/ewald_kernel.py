@@ -20,7 +20,15 @@ from distcheck.batch import Batch
 from examples.accuracy.base import AccuracyModel, spec_with
 from examples.structures import make_batch, periodic_slab_system
 
-__all__ = ["SPEC", "STRUCTURE_FACTOR_ENTRY", "EwaldModel", "model_factory", "sample_batch", "structure_factor"]
+__all__ = [
+    "SPEC",
+    "STRUCTURE_FACTOR_ENTRY",
+    "EwaldModel",
+    "buggy_model_factory",
+    "model_factory",
+    "sample_batch",
+    "structure_factor",
+]
 
 SPEC = spec_with({})
 STRUCTURE_FACTOR_ENTRY: dict[str, Any] = {
@@ -80,6 +88,11 @@ class EwaldModel(AccuracyModel):
 def model_factory() -> EwaldModel:
     """A correct model whose structure-factor kernel is undeclared."""
     return EwaldModel()
+
+
+def buggy_model_factory() -> EwaldModel:
+    """The same model with the corpus's row-0 bug: must fail even with the kernel declared."""
+    return EwaldModel(bug=True)
 
 
 def sample_batch() -> Batch:

@@ -97,3 +97,21 @@ def test_under_owned_complete_any_reduce_inside_a_function_routes_exactly(form: 
     assert first.passed and first.unrouted == [], report.next_action
     assert max(first.max_abs_diff.values()) < 1e-12, first.max_abs_diff
     assert any(k.startswith("halo_refresh") for k in first.handler_counts)
+
+
+@pytest.mark.parametrize("factory", ["buggy_model_factory", "buggy_block_factory"])
+def test_a_real_bug_behind_a_routed_function_still_fails(factory: str) -> None:
+    """No false pass: the exact adjoint leaves a seeded distribution bug (a term anchored to row 0) as
+    visible as anywhere else, and no fix hides it."""
+    report = validate_on_cpu(f"{TARGET}:{factory}", models.sample_batch(), **OPTIONS)
+    assert not report.ok and not any(a.passed for a in report.attempts)
+
+
+@pytest.mark.parametrize("form", ["layer", "readout", "recompute"])
+def test_the_exact_routes_hold_on_three_ranks(form: str) -> None:
+    report = validate_on_cpu(
+        f"{TARGET}:{form}_factory", models.sample_batch(), auto_fix=False, **{**OPTIONS, "world_size": 3}
+    )
+    first = report.attempts[0]
+    assert first.passed and first.unrouted == [], report.next_action
+    assert max(first.max_abs_diff.values()) < 1e-12, first.max_abs_diff

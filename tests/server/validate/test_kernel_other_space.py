@@ -126,3 +126,6 @@ def test_the_structure_factor_kernel_is_named_and_its_entry_passes() -> None:
     spec["distribution"]["custom_ops"] = [op.kernel.entry]
     fixed = validate_on_cpu(f"{target}:model_factory", ewald_kernel.sample_batch(), spec=spec, **options)
     assert fixed.attempts[0].passed and max(fixed.attempts[0].max_abs_diff.values()) < 1e-12
+    # no false pass: the corpus's row-0 bug still fails with the kernel declared
+    buggy = validate_on_cpu(f"{target}:buggy_model_factory", ewald_kernel.sample_batch(), spec=spec, **options)
+    assert not buggy.attempts[0].passed
