@@ -181,3 +181,23 @@ def test_a_float32_model_declared_right_passes_with_its_own_halo() -> None:
     assert field is not None and field.measured_depth == 2 and not field.under_declared, field
     assert report.ok and report.attempts[0].spec.distribution.policy.halo_width is None, report.next_action
     assert "UNDER-DECLARED" not in report.next_action
+
+
+def test_the_trust_lines_give_the_remedy_the_measurement_chose() -> None:
+    import json
+    from pathlib import Path
+
+    from distcheck.report import TraceReport
+    from distcheck.validate.trust_action import trust_lines
+
+    fixture = Path(__file__).resolve().parents[2] / "extension" / "fixtures" / "receptive_fixed.json"
+    cut = dict(remedy="cutoff", suggested_cutoff=4.0, reach_angstrom=7.2, reach_hops=4, measured_depth=2)
+    for changes, says, never in (
+        (cut, "set cutoff = 4 on the wrapper", "num_interactions ="),
+        ({"remedy": "depth"}, "set num_interactions = 3 on the wrapper", "set cutoff"),
+    ):
+        data = json.loads(fixture.read_text())
+        data["receptive_field"].update(changes)
+        lines = trust_lines(TraceReport.from_dict(data))
+        line = next(line for line in lines if line.startswith("receptive field"))
+        assert says in line and never not in line and "report.spec keeps halo_width" in line, line
