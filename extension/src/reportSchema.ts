@@ -192,6 +192,7 @@ export interface OutputFailureJson {
   message: string;
   expected: string;
   actual: string;
+  location?: FrameJson | null;
 }
 
 /** One output that could not be compared: the `output`, the `rank` (None: the reference), the `problem` and the `message` saying what to do. */
@@ -214,6 +215,8 @@ export interface OutputVerdictJson {
   worst_index: number[] | null;
   n_failing: number;
   n_total: number;
+  expected_value?: JsonNumber | null;
+  actual_value?: JsonNumber | null;
 }
 
 /** `Attempt.partition_health`: `per_rank` atom counts (rank keys as decimal strings in JSON) and the `degenerate` messages, one per reason the partition cannot test distribution (empty when healthy). */

@@ -34,7 +34,10 @@ export function stateOf(report: ReportJson): string {
   return verdict === "passed" && typeof report.fix_applied === "string" && report.fix_applied ? "passed_after_fix" : verdict;
 }
 
-/** The report's `failures` (derived, written by the server) as diff messages; records missing a string field are skipped. */
+/**
+ * The report's `failures` (derived, written by the server) as diff messages, each at its culprit line when
+ * the report names one (`location`); records missing a string field are skipped.
+ */
 export function failureMessages(report: ReportJson): OutcomeMessage[] {
   const raw: unknown = (report as unknown as Record<string, unknown>)["failures"];
   if (!Array.isArray(raw)) {
@@ -43,7 +46,9 @@ export function failureMessages(report: ReportJson): OutcomeMessage[] {
   const out: OutcomeMessage[] = [];
   for (const f of raw) {
     if (isRecord(f) && typeof f["message"] === "string" && typeof f["expected"] === "string" && typeof f["actual"] === "string") {
-      out.push({ message: f["message"], expected: f["expected"], actual: f["actual"] });
+      const at = f["location"];
+      const location = isRecord(at) && typeof at["file"] === "string" && typeof at["line"] === "number" ? { file: at["file"], line: at["line"] } : undefined;
+      out.push(location ? { message: f["message"], expected: f["expected"], actual: f["actual"], location } : { message: f["message"], expected: f["expected"], actual: f["actual"] });
     }
   }
   return out;

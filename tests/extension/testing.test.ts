@@ -82,6 +82,27 @@ describe("testing view outcomes", () => {
     }
   });
 
+  it("a failing output's diff compares numbers, at the line of the first op that departs", () => {
+    const report = clone(loadReport("helper_model_failed")) as unknown as Record<string, unknown>;
+    const attempts = report["attempts"] as Array<Record<string, unknown>>;
+    const best = attempts[report["best_attempt"] as number] as Record<string, unknown>;
+    const verdicts = best["verdicts"] as Record<string, Record<string, unknown>>;
+    const forces = verdicts["forces"] as Record<string, unknown>;
+    forces["worst_index"] = [3, 1];
+    Object.assign(forces, { expected_value: -0.125, actual_value: -0.0625 });
+    best["layer_divergence"] = {
+      ...(best["layer_divergence"] ?? { module: "m", first_rank: 0, max_abs_diff: 1.0, notes: [] }),
+      first_op: { op: "torch.einsum", file: "/w/model.py", line: 42, function: "Readout.forward" },
+    };
+    const r = spawnSync(PYTHON, ["-c", SCRIPT], { cwd: ROOT, input: JSON.stringify({ x: JSON.stringify(report) }), encoding: "utf8", timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const messages = failureMessages((JSON.parse(r.stdout) as Record<string, Encoded>)["x"]?.report as ReportJson);
+    const m = messages.find((x) => x.message.startsWith("forces:"));
+    assert.match(m?.expected ?? "", /^forces at atom 3, component y: -0\.125 \(single process/);
+    assert.match(m?.actual ?? "", /^forces at atom 3, component y: -0\.0625 \(distributed/);
+    assert.ok(messages.every((x) => x.location?.file === "/w/model.py" && x.location.line === 42), JSON.stringify(messages));
+  });
+
   for (const name of ["receptive_fixed"]) {
     it(`${name}: passed`, () => {
       assert.deepEqual(outcomeOf((encoded[name] as Encoded).report), { kind: "passed" });

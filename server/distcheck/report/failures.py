@@ -11,11 +11,13 @@ type="fixed-pass">` and the Testing view's failure message. This module never im
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .atoms import describe_index
-from .codec import Record
+from .codec import Record, wire
+from .model import Frame
 from .render import tolerance_for
 
 if TYPE_CHECKING:
@@ -30,14 +32,17 @@ class OutputFailure(Record):
     """One failing output of the best attempt, as a test runner shows it.
 
     `output` is the output name; `message` one line naming the output, its largest error and the
-    tolerance it exceeds; `expected` and `actual` short readable texts for a diff view (what the
-    tolerance demands, what the distributed run gave).
+    tolerance it exceeds; `expected` and `actual` short readable texts for a diff view, numbers first:
+    the single-process value at the worst element (and the tolerance) against the distributed run's
+    value there (and how many elements fail). `location` is the culprit line when the report names one
+    (the first op whose value departs, `LayerDivergence.first_op`), else None.
     """
 
     output: str
     message: str
     expected: str
     actual: str
+    location: Frame | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
 
 def _fmt(x: object) -> str:
@@ -68,6 +73,17 @@ def output_failure(v: OutputVerdict, meta: ReportMeta) -> OutputFailure:
     elif v.status == "suspicious":
         actual = f"{v.name} ({v.kind}): {diffs}; within tolerance but far above the round-off floor of this sample"
         message = f"{v.name}: {diffs} is within {tolerance} but far above round-off: distribution changes the result"
+    elif v.expected_value is not None and v.actual_value is not None and v.worst_index is not None:
+        at = describe_index(v.worst_index, v.kind)
+        expected = f"{v.name} at {at}: {v.expected_value:.10g} (single process; within {tolerance})"
+        actual = (
+            f"{v.name} at {at}: {v.actual_value:.10g} (distributed; {diffs}; "
+            f"{v.n_failing}/{v.n_total} elements out of tolerance)"
+        )
+        message = (
+            f"{v.name}: {v.n_failing}/{v.n_total} elements out of tolerance, "
+            f"max abs diff {_fmt(v.max_abs_diff)} ({tolerance})"
+        )
     else:
         worst = "" if v.worst_index is None else f", worst at {describe_index(v.worst_index, v.kind)}"
         actual = f"{v.name} ({v.kind}): {diffs}; {v.n_failing}/{v.n_total} elements out of tolerance{worst}"
@@ -83,7 +99,12 @@ def output_failures(best: Attempt | None, meta: ReportMeta) -> list[OutputFailur
     (empty when `best` is None or every output passed)."""
     if best is None:
         return []
-    return [output_failure(v, meta) for v in best.verdicts.values() if not v.passed]
+    failures = [output_failure(v, meta) for v in best.verdicts.values() if not v.passed]
+    op = best.layer_divergence.first_op if best.layer_divergence is not None else None
+    if op is not None and op.file and op.line:
+        for f in failures:
+            f.location = Frame(file=op.file, line=op.line, function=op.function)
+    return failures
 
 
 def fixed_pass_message(fix: str, target: TargetInfo | None) -> str:

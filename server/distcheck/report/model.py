@@ -192,6 +192,8 @@ class OutputVerdict(Record):
     largest differences (None when not computable: missing output, wrong shape; NaN or inf when values
     are non-finite). `status` is one of `VERDICT_STATUSES`. `worst_index` is the index (one int per
     dimension) of the worst element, or None; `n_failing` of `n_total` elements are out of tolerance.
+    `expected_value` / `actual_value` are the reference's and the distributed run's value at
+    `worst_index` (None without a worst element; absent in older reports).
     """
 
     name: str
@@ -203,6 +205,8 @@ class OutputVerdict(Record):
     worst_index: list[int] | None
     n_failing: int
     n_total: int
+    expected_value: float | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
+    actual_value: float | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
 
 @dataclass(eq=False)

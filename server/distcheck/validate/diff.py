@@ -7,7 +7,8 @@ per-node outputs — and never sorted: a row-sorted or order-free comparison wou
 landed on the wrong atoms pass.
 
 A verdict is a plain dict with the keys of the report's `OutputVerdict`:
-`name, kind, passed, max_abs_diff, max_rel_diff, status, worst_index, n_failing, n_total`.
+`name, kind, passed, max_abs_diff, max_rel_diff, status, worst_index, n_failing, n_total, expected_value,
+actual_value`.
 
 - `status`: `"ok"`, `"mismatch"`, `"missing"` (absent from the distributed outputs), `"shape"` (shapes
   differ) or `"nonfinite"` (NaN/Inf in the distributed output where the reference is finite).
@@ -15,6 +16,8 @@ A verdict is a plain dict with the keys of the report's `OutputVerdict`:
   (`None` for `missing`/`shape`, or when no element is finite on both sides).
 - `worst_index`: multi-index of the element with the largest absolute difference; for `nonfinite` the
   first non-finite element (worse than any finite difference); `None` when there is nothing to point at.
+- `expected_value` / `actual_value`: the reference's and the distributed run's value at `worst_index`
+  (float64; `None` when there is no worst element or the output is complex).
 - `n_total`: atoms (rows) for `per_node` outputs, elements otherwise; `n_failing` counts failing atoms
   (rows with any failing element) or failing elements likewise. For `missing`/`shape` every unit counts
   as failing (`n_failing == n_total`).
@@ -121,6 +124,7 @@ def _verdict(
     max_abs: float | None = None,
     max_rel: float | None = None,
     worst: list[int] | None = None,
+    values: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     return {
         "name": name,
@@ -132,7 +136,23 @@ def _verdict(
         "worst_index": worst,
         "n_failing": n_failing,
         "n_total": n_total,
+        "expected_value": None if values is None else values[0],
+        "actual_value": None if values is None else values[1],
     }
+
+
+def _values_at(got: torch.Tensor, ref: torch.Tensor, worst: list[int] | None) -> tuple[float, float] | None:
+    """(reference value, distributed value) at the multi-index `worst`, None without one (or complex)."""
+    if worst is None or ref.dtype.is_complex or got.dtype.is_complex:
+        return None
+    flat = 0
+    for size, i in zip(ref.shape, worst, strict=True):
+        flat = flat * int(size) + int(i)
+    return _value(ref, flat), _value(got, flat)
+
+
+def _value(t: torch.Tensor, flat: int) -> float:
+    return P.float_of(P.getitem(P.reshape(P.to(P.detach(t), dtype=P.float64), (-1,)), flat))
 
 
 def compare_output(
@@ -183,7 +203,15 @@ def _compare_output(
     else:
         status = "ok"
     return _verdict(
-        name, kind, status, n_total=n_total, n_failing=n_failing, max_abs=max_abs, max_rel=max_rel, worst=worst
+        name,
+        kind,
+        status,
+        n_total=n_total,
+        n_failing=n_failing,
+        max_abs=max_abs,
+        max_rel=max_rel,
+        worst=worst,
+        values=_values_at(got, ref, worst),
     )
 
 

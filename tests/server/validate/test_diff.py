@@ -19,6 +19,8 @@ VERDICT_KEYS = {
     "worst_index",
     "n_failing",
     "n_total",
+    "expected_value",
+    "actual_value",
 }
 
 
@@ -65,6 +67,7 @@ def test_atol_or_rtol() -> None:
     both = compare_output("q", got, ref, "per_node", atol, rtol)
     assert both["n_failing"] == 1 and both["n_total"] == 3
     assert both["worst_index"] == [1]  # largest abs diff is element 1 even though it passes
+    assert (both["expected_value"], both["actual_value"]) == (float(ref[1]), float(got[1]))
     assert both["max_abs_diff"] == pytest.approx(0.5)
     assert both["max_rel_diff"] == pytest.approx(1.0)
 
@@ -91,6 +94,7 @@ def test_missing_and_extra_outputs() -> None:
     assert set(miss) == VERDICT_KEYS
     assert miss["status"] == "missing" and miss["passed"] is False
     assert miss["max_abs_diff"] is None and miss["max_rel_diff"] is None and miss["worst_index"] is None
+    assert miss["expected_value"] is None and miss["actual_value"] is None
     assert miss["n_total"] == 4 and miss["kind"] == "per_node"
 
 
@@ -172,3 +176,18 @@ def test_nonfinite_report() -> None:
         {"rank": 1, "output": "forces", "count": 2},
     ]
     assert nonfinite_report([{"energy": torch.ones(1)}]) == []
+
+
+def test_the_values_at_the_worst_element_of_every_shape() -> None:
+    """A diff view needs the two numbers: the reference's and the distributed value at the worst element."""
+    ref = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    got = ref.clone()
+    got[2, 1] += 0.25
+    v = compare_output("forces", got, ref, "per_node", 1e-6, 1e-6)
+    assert v["worst_index"] == [2, 1] and (v["expected_value"], v["actual_value"]) == (7.0, 7.25)
+    scalar = compare_output("energy", torch.tensor(3.5), torch.tensor(3.0), "per_graph", 1e-6, 1e-6)
+    assert (scalar["expected_value"], scalar["actual_value"]) == (3.0, 3.5)
+    inf = compare_output("e", torch.tensor([1.0, float("inf")]), torch.tensor([1.0, 2.0]), "per_graph", 1e-6, 1e-6)
+    assert inf["status"] == "nonfinite" and (inf["expected_value"], inf["actual_value"]) == (2.0, float("inf"))
+    z = compare_output("c", torch.ones(2, dtype=torch.complex64), torch.zeros(2, dtype=torch.complex64), "global", 0, 0)
+    assert z["expected_value"] is None and z["actual_value"] is None
