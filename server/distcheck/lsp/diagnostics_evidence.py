@@ -38,7 +38,7 @@ from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
 
-__all__ = ["evidence_diagnostics", "kernel_entries", "unrouted_advice"]
+__all__ = ["eager_tried", "evidence_diagnostics", "kernel_entries", "unrouted_advice"]
 
 
 def _which(attempt: Attempt) -> str:
@@ -51,18 +51,33 @@ def _fix_advice(fix: Attempt | None) -> str | None:
     return f"auto-fix {fix.rule or 'rule'!r} makes every output match: apply the spec-fix quick fix"
 
 
-def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
-    """The step that routes one unrouted aggregation, by where it ran (as `validate/unrouted.py` says)."""
+def eager_tried(report: TraceReport) -> Attempt | None:
+    """The first attempt that ran with torchscript "eager" where the spec as given scripts, and was
+    rolled back: that remedy was measured and made things worse, so it is never advised again."""
+    given = report.attempts[0].spec.distribution.torchscript if report.attempts else None
+    for a in report.attempts:
+        if a.rolled_back is not None and given == "scripted" and a.spec.distribution.torchscript == "eager":
+            return a
+    return None
+
+
+def unrouted_advice(op: UnroutedOp, spec: MLIPSpec, tried_eager: Attempt | None = None) -> str:
+    """The step that routes one unrouted aggregation, by where it ran (as `validate/unrouted.py` says);
+    `tried_eager` (`eager_tried`) is the attempt that already ran the TorchScript as Python and was
+    rolled back."""
     if op.origin == "torchscript":
-        if spec.distribution.torchscript == "scripted":
+        if spec.distribution.torchscript == "scripted" and tried_eager is None:
             return (
                 'set distribution.torchscript to "eager" (auto-fix tries it) so the ranks run the TorchScript '
                 "as Python and the handlers route it"
             )
-        return (
-            'it runs in TorchScript even with torchscript "eager" (serialized with torch.jit.load, or scripted '
-            "before the rank started): declare the Python helper that calls it in distribution.third_party_helpers"
+        tried = (
+            f'torchscript "eager" was tried (attempt {tried_eager.index + 1}) and rolled back'
+            if tried_eager is not None
+            else 'it runs in TorchScript even with torchscript "eager" (serialized with torch.jit.load, or '
+            "scripted before the rank started)"
         )
+        return f"{tried}: declare the Python helper that calls it in distribution.third_party_helpers"
     if op.origin == "custom_op":
         return f"declare {op.function or 'the torch.ops kernel'} in distribution.custom_ops with its transforms"
     if op.origin == "native":
@@ -76,7 +91,7 @@ def unrouted_advice(op: UnroutedOp, spec: MLIPSpec) -> str:
 
 
 def _unrouted_texts(
-    op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool
+    op: UnroutedOp, attempt: Attempt, still: bool, fix: Attempt | None, passed: bool, tried_eager: Attempt | None
 ) -> tuple[str, str, list[str]]:
     """The message, the remedy and the evidence of one unrouted aggregation."""
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
@@ -90,7 +105,7 @@ def _unrouted_texts(
     evidence = [seen + "; no handler routed it"]
     if not still and fix is not None:
         return message, f"{_fix_advice(fix)} (it routes this aggregation).", evidence
-    advice = unrouted_advice(op, attempt.spec)
+    advice = unrouted_advice(op, attempt.spec, tried_eager)
     if passed:
         evidence.append("the outputs match on this sample anyway")
         return message, f"to be sure on other samples, {advice}.", evidence
@@ -175,7 +190,7 @@ def _unrouted(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
                 message, remedy, evidence, extra = _kernel_texts(op, attempt, remains, fix, passed)
                 extra["specPath"] = p.ctx.spec_path
             else:
-                message, remedy, evidence = _unrouted_texts(op, attempt, remains, fix, passed)
+                message, remedy, evidence = _unrouted_texts(op, attempt, remains, fix, passed, eager_tried(report))
             severity = ERROR if remains and not passed else WARNING
             data = {
                 **extra,

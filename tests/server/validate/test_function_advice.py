@@ -72,3 +72,34 @@ def test_the_editor_gives_the_same_step() -> None:
     assert unrouted_advice(op, spec) == function_remedy(["per_edge_to_per_atom"], "halo_correction")
     plain = UnroutedOp("scatter_reduce(prod)", "per_atom_to_per_system", "python", 1, "/m/model.py", 70, "readout")
     assert unrouted_advice(plain, spec).startswith("rewrite it in a form the handlers route")
+
+
+def test_the_editor_never_advises_eager_after_it_was_tried_and_rolled_back() -> None:
+    """Scripted TorchScript: "eager" is the step until auto-fix ran it and rolled it back; then the
+    diagnostic names the attempt and the next step (a helper adapter), as next_action does."""
+    from distcheck.lsp.diagnostics_evidence import eager_tried
+    from distcheck.report import Rollback, TraceReport
+    from distcheck.report.parts import ReportMeta
+
+    scripted = MLIPSpec.from_dict({**BARE, "distribution": {"torchscript": "scripted"}})
+    eager = MLIPSpec.from_dict({**BARE, "distribution": {"torchscript": "eager"}})
+    op = UnroutedOp("scatter_add", "per_edge_to_per_atom", "torchscript", 1, "/m/model.py", 12, "forward")
+    first = _attempt(scripted, [op])
+    assert unrouted_advice(op, scripted).startswith('set distribution.torchscript to "eager"')
+    assert (
+        eager_tried(TraceReport(ok=False, spec=scripted, attempts=[first], next_action="", meta=ReportMeta())) is None
+    )
+    second = _attempt(eager, [op])
+    second.index, second.rolled_back = 1, Rollback(0, "worse")
+    report = TraceReport(ok=False, spec=scripted, attempts=[first, second], next_action="", meta=ReportMeta())
+    tried = eager_tried(report)
+    assert tried is second
+    advice = unrouted_advice(op, scripted, tried)
+    assert '"eager" was tried (attempt 2) and rolled back' in advice and "third_party_helpers" in advice
+    assert "auto-fix tries it" not in advice
+    kept = _attempt(eager, [op])
+    kept.index = 1
+    assert (
+        eager_tried(TraceReport(ok=False, spec=scripted, attempts=[first, kept], next_action="", meta=ReportMeta()))
+        is None
+    )
