@@ -6,6 +6,7 @@
  */
 
 import { type ReportState, type ReportSummary, type Verdict } from "./report";
+import { forDisplay } from "./safeText";
 
 export interface TargetStatus {
   summary: ReportSummary;
@@ -121,7 +122,13 @@ export class StatusModel {
   }
 }
 
+/** What the status item shows for `model`; text from the user's code (target names, headlines) by the one rule (`safeText.forDisplay`). */
 export function statusView(model: StatusModel): StatusView {
+  const view = composeStatus(model);
+  return { ...view, text: forDisplay(view.text).replace(/\n/g, " "), tooltip: forDisplay(view.tooltip) };
+}
+
+function composeStatus(model: StatusModel): StatusView {
   const lines: string[] = [];
   for (const [target, step] of model.running) {
     lines.push(`$(sync~spin) ${target}: ${step || "starting"}`);

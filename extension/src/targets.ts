@@ -2,6 +2,7 @@
  * Which target a command runs, and where CodeLenses go. Pure (no `vscode` import).
  */
 
+import { forDisplay } from "./safeText";
 import { type TargetInfo } from "./report";
 
 export interface ActiveFile {
@@ -156,7 +157,8 @@ export function targetPickItems(targets: readonly TargetInfo[], preselect: strin
     const specUri = t.specUri ?? undefined;
     const spec = specUri && ctx.exists(specUri) ? `spec ${ctx.relative(specUri)}` : undefined;
     const detail = spec ?? (t.source === "file" ? "model_factory and sample_batch in this file" : undefined);
-    return { label: t.name, name: t.name, description, detail, picked: t.name === preselect };
+    const shown = (text: string): string => forDisplay(text).replace(/\n/g, " ");
+    return { label: shown(t.name), name: t.name, description: shown(description), detail: detail === undefined ? undefined : shown(detail), picked: t.name === preselect };
   });
   return preselect ? [...items.filter((i) => i.picked), ...items.filter((i) => !i.picked)] : items;
 }

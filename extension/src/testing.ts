@@ -14,6 +14,7 @@ import * as vscode from "vscode";
 import { SERVER_COMMANDS } from "./client";
 import { type Session } from "./commands";
 import { type ReportMessage, type TargetInfo } from "./report";
+import { forDisplay } from "./safeText";
 import { type OutcomeMessage, type TestOutcome, outcomeOf, outcomeWithoutReport } from "./testingResults";
 import { factoryFunction, factoryUriOf, moduleLevelDefs } from "./targets";
 
@@ -55,7 +56,7 @@ export class TestingView implements vscode.Disposable {
       this.targets.set(t.name, t);
       const where = factoryUriOf(t) ?? t.uri;
       const uri = where ? vscode.Uri.parse(where) : undefined;
-      const item = this.controller.createTestItem(t.name, t.name, uri);
+      const item = this.controller.createTestItem(t.name, forDisplay(t.name).replace(/\n/g, " "), uri);
       item.description = t.spec
         ? `${vscode.workspace.asRelativePath(t.spec)}${specNote(t.specRule)}`
         : t.source === "file"
@@ -96,7 +97,7 @@ export class TestingView implements vscode.Disposable {
     const run = this.controller.createTestRun(new vscode.TestRunRequest([item]), `Distcheck: ${target}`, true);
     run.started(item);
     if (result.report?.notice) {
-      run.appendOutput(`${result.report.notice}\r\n`, undefined, item);
+      run.appendOutput(`${forDisplay(result.report.notice)}\r\n`, undefined, item);
     }
     record(run, item, result.outcome, reportSeconds(result.report) * 1000);
     run.end();
@@ -197,7 +198,7 @@ export class TestingView implements vscode.Disposable {
       }
       const { outcome, report } = await done;
       if (report?.notice) {
-        run.appendOutput(`${report.notice}\r\n`, undefined, item);
+        run.appendOutput(`${forDisplay(report.notice)}\r\n`, undefined, item);
       }
       record(run, item, outcome, Date.now() - started);
     } finally {
@@ -208,8 +209,9 @@ export class TestingView implements vscode.Disposable {
 }
 
 function toTestMessage(m: OutcomeMessage): vscode.TestMessage {
+  const text = forDisplay(m.message); // user text (names, exception messages) by the one rule
   const message =
-    m.expected !== undefined && m.actual !== undefined ? vscode.TestMessage.diff(m.message, m.expected, m.actual) : new vscode.TestMessage(m.message);
+    m.expected !== undefined && m.actual !== undefined ? vscode.TestMessage.diff(text, forDisplay(m.expected), forDisplay(m.actual)) : new vscode.TestMessage(text);
   if (m.location) {
     message.location = new vscode.Location(vscode.Uri.file(m.location.file), new vscode.Position(Math.max(0, m.location.line - 1), 0));
   }

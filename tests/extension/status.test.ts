@@ -110,4 +110,12 @@ describe("status bar view", () => {
     assert.equal(targetFromProgressTitle("something else"), undefined);
     assert.equal(targetFromProgressTitle(undefined), undefined);
   });
+  it("a hostile target name or headline never reaches the status item unescaped", () => {
+    const model = new StatusModel();
+    model.started("evil\u001b[2J\u202e");
+    const view = statusView(model);
+    // eslint-disable-next-line no-control-regex -- the check is that no control character is left
+    assert.ok(!/[\u0000-\u0008\u000b-\u001f\u202e]/.test(view.text + view.tooltip), JSON.stringify(view));
+    assert.match(view.text, /evil\\x1b\[2J\\u202e/);
+  });
 });

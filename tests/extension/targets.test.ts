@@ -144,6 +144,15 @@ describe("target picker rows", () => {
     }
   });
 
+  it("a hostile target name shows escaped, and Validate still gets the name itself", () => {
+    const name = "evil\u001b]0;owned\u0007\u202e.py";
+    const [row] = targetPickItems([T(name, "evil\u202e.py")], undefined, ctx);
+    assert.equal(row?.name, name);
+    assert.equal(row?.label, "evil\\x1b]0;owned\\x07\\u202e.py");
+    // eslint-disable-next-line no-control-regex -- the check is that no control character is left
+    assert.ok(!/[\u0000-\u001f\u202e]/.test(`${row?.label ?? ""}${row?.description ?? ""}`), row?.description);
+  });
+
   it("a relative factory as configured is kept", () => {
     const rows = targetPickItems([T("c", "c.py", { factoryUri: null, factory: "examples/c.py:model_factory" })], undefined, ctx);
     assert.equal(rows[0]?.description, "examples/c.py:model_factory");
