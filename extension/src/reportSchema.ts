@@ -100,6 +100,7 @@ export interface DivergentOpJson {
   ranks?: number[];
   rel_diff?: JsonNumber | null;
   compared?: number;
+  site?: string | null;
   /** Derived: written for readers in other languages, ignored when read. */
   symbol?: string;
   /** Derived: written for readers in other languages, ignored when read. */

@@ -74,6 +74,16 @@ describe("the first op whose value departs", () => {
     });
   }
 
+  it("an op a third-party package issued shows where inside the package", () => {
+    const s = section(
+      render("divergent_op", (r) => {
+        ((attempt(r).layer_divergence as Json).first_op as Json).site = "/v/lib/python3.11/site-packages/aimnet/nbops.py:742";
+      }),
+      "layers",
+    );
+    assert.match(s, /<span class="dim">issued inside the package it calls, at aimnet\/nbops\.py:742<\/span> — leaves/);
+  });
+
   it("an op the ranks disagree on says rank 0's value; none found without one", () => {
     const ranks = section(
       render("rank_disagreement", (r) => {

@@ -20,7 +20,13 @@ OPS = [
     DivergentOp("torch.cumsum", "/w/op_trace_models.py", 32, "reduce", level="per_atom"),
     DivergentOp("Tensor.sum", "/w/op_trace_helper.py", 10, "total"),
     DivergentOp("Tensor.__getitem__", "/w/advice.py", 83, "AnchorModel.forward", ranks=[1]),
+    DivergentOp("Tensor.sub", "/w/wrap.py", 159, "Wrapper.forward", site="/v/site-packages/aimnet/nbops.py:742"),
 ]
+
+
+def test_an_op_a_package_issued_is_named_at_the_users_line_and_inside_the_package() -> None:
+    assert OPS[-1].where == "`sub` at wrap.py:159 in Wrapper.forward, issued at aimnet/nbops.py:742"
+    assert OPS[0].where == "`matmul` at op_trace_models.py:26 in reduce" and OPS[0].package_site is None
 
 
 def _report(name: str) -> TraceReport:

@@ -303,8 +303,9 @@ def _op_evidence(op: DivergentOp) -> str:
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
     call = f" (call {op.call + 1} at that line)" if op.call else ""
     matched = f"; the {op.compared} op(s) before it match" if op.compared else ""
+    site = f" (issued inside the package it calls, at {op.package_site})" if op.package_site else ""
     return (
-        f"the first torch op whose value departs is {op.op} at {os.path.basename(op.file)}:{op.line}{call}: "
+        f"the first torch op whose value departs is {op.op} at {os.path.basename(op.file)}:{op.line}{call}{site}: "
         f"on rank{'s' if len(op.ranks) != 1 else ''} {ranks} it leaves {against} by {num(op.rel_diff)} "
         f"(relative){matched}"
     )

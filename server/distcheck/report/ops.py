@@ -56,6 +56,8 @@ class DivergentOp(Record):
     (`OP_LEVELS`), `against` what it departs from (`OP_AGAINST`), `ranks` the ranks whose value departs
     (every rank for a `per_atom` op, whose ranks are compared as a sum), `rel_diff` the departure
     relative to the value's size, and `compared` how many ops were compared before it and matched.
+    `site` is the op's own `file:line` when the user's line calls into a third-party package that
+    issues it (None when the user's own code calls it; absent in older reports).
     """
 
     op: str
@@ -68,6 +70,7 @@ class DivergentOp(Record):
     ranks: list[int] = dataclasses.field(default_factory=list)
     rel_diff: float | None = None
     compared: int = 0
+    site: str | None = dataclasses.field(default=None, metadata=wire(omit_empty=True))
 
     _derived = ("symbol", "where")
 
@@ -80,6 +83,22 @@ class DivergentOp(Record):
 
     @property
     def where(self) -> str:
-        """`` `@` at model.py:42 in Readout.forward ``: the op, its line and its function, in words."""
+        """`` `matmul` at model.py:42 in Readout.forward ``: the op, its line and its function, in words
+        (`, issued at aimnet/nbops.py:742` when a package the line calls into issued it)."""
         text = f"`{self.symbol}` at {os.path.basename(self.file)}:{self.line}"
-        return f"{text} in {self.function}" if self.function else text
+        text = f"{text} in {self.function}" if self.function else text
+        return f"{text}, issued at {self.package_site}" if self.package_site else text
+
+    @property
+    def package_site(self) -> str | None:
+        """`site` from the installed package down (`aimnet/nbops.py:742`), None without one."""
+        return _package_path(self.site) if self.site else None
+
+
+def _package_path(site: str) -> str:
+    """`aimnet/nbops.py:742`: a path inside an installed package from the package down, else the file's name."""
+    parts = site.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index(marker) :])
+    return os.path.basename(site)

@@ -9,7 +9,8 @@ call and lets it through (`HandlerMode` on a rank, the reference's observers). T
 handlers issue while they route are not recorded: a routed op has no record on a rank. Each record
 is named by the user's frame (`runtime.frames`: the innermost user frame above the op) and keyed by
 `file:line:op#k`, the k-th call of that op at that line, so calls align across processes even when
-some are missing on one of them.
+some are missing on one of them; `site` is the op's own `file:line` when the user's line called into
+a third-party package that issued it (None when the user's code called it).
 
 Fingerprints (float64, on the CPU), computed with `runtime.pristine` inside `shielded()` and with the
 rank's handlers suspended (the user's patches and distcheck's routing never move them):
@@ -21,7 +22,10 @@ rank's handlers suspended (the user's patches and distcheck's routing never move
 - `small` (at most `SMALL_NUMEL` elements, not per-atom: a scalar, a per-system value): the values;
 - `per_system` (leading dimension = number of systems, larger): each system's row sum.
 
-Anything else (per-edge tensors, integer tensors, tuples) is not recorded. At most `MAX_OPS` records
+Anything else (per-edge tensors, integer tensors, tuples) is not recorded, and neither is a gradient
+(`torch.autograd.grad`'s results, a `.grad`) or anything computed from one: on a rank, where halo
+copies hold part of an atom's gradient (summed over the copies when the outputs are consolidated), a
+gradient's owned rows are partial by design. At most `MAX_OPS` records
 per forward; `truncated` says when more ops ran.
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import FrameType
@@ -55,6 +60,8 @@ _GOLDEN = 0.6180339887498949
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _DISTCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _arange = torch._C._VariableFunctions.arange
+_GRAD: Any = vars(torch._C.TensorBase)["grad"]  # the `.grad` property (a getset descriptor)
+_GRADIENTS: tuple[Any, ...] = (torch.autograd.grad, _GRAD.__get__)
 _movedim = torch._C.TensorBase.movedim
 
 
@@ -89,9 +96,10 @@ def _passes_through(frame: FrameType, func: Any) -> bool:
     return frame.f_code.co_name == "__torch_function__" and frame.f_locals.get("func") is func
 
 
-def _caller(frame: FrameType | None, func: Any) -> FrameType | None:
-    """The user frame the call of `func` made at `frame` belongs to, or None when the call is
-    distcheck's own (a handler's, a recorder's) or no user frame is above it."""
+def _caller(frame: FrameType | None, func: Any) -> tuple[FrameType, FrameType] | None:
+    """The user frame the call of `func` made at `frame` belongs to and the frame that made the call
+    (the same frame, or a third-party package's the user's code called into), or None when the call
+    is distcheck's own (a handler's, a recorder's) or no user frame is above it."""
     while frame is not None:
         where = _where(frame.f_code.co_filename)
         if where == "distcheck" and not _passes_through(frame, func):
@@ -99,9 +107,10 @@ def _caller(frame: FrameType | None, func: Any) -> FrameType | None:
         if where not in ("torch", "distcheck"):
             break
         frame = frame.f_back
-    while frame is not None and _where(frame.f_code.co_filename) != "user":
-        frame = frame.f_back
-    return frame
+    site, user = frame, frame
+    while user is not None and _where(user.f_code.co_filename) != "user":
+        user = user.f_back
+    return (user, site) if user is not None and site is not None else None
 
 
 class OpTracer(TorchFunctionMode):
@@ -116,11 +125,16 @@ class OpTracer(TorchFunctionMode):
         self.truncated = False
         self._seen: dict[tuple[str, int, str], int] = {}
         self._weights: dict[str, torch.Tensor] = {}
+        self._gradients: dict[int, weakref.ref[torch.Tensor]] = {}  # by id: a tensor's `==` is elementwise
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
     ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in _GRADIENTS or (self._gradients and self._from_gradient(args, kwargs)):
+            self._mark_gradient(out)  # a rank's gradient rows are partial where halo copies hold contributions
+            return out
         if isinstance(out, torch.Tensor) and out.is_floating_point():
             level = self._level(out)  # shapes first: most ops (per-edge, large) are never fingerprinted
             if level is None:
@@ -128,10 +142,25 @@ class OpTracer(TorchFunctionMode):
             elif len(self.records) >= MAX_OPS:
                 self.truncated = True
             else:
-                user = _caller(sys._getframe(1), func)
-                if user is not None:
-                    self._record(func, out, level, user)
+                found = _caller(sys._getframe(1), func)
+                if found is not None:
+                    self._record(func, out, level, *found)
         return out
+
+    def _from_gradient(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        """Whether an argument (or an element of a list or tuple argument) is a gradient or made from one."""
+        for a in (*args, *kwargs.values()):
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                if isinstance(t, torch.Tensor):
+                    ref = self._gradients.get(id(t))
+                    if ref is not None and ref() is t:
+                        return True
+        return False
+
+    def _mark_gradient(self, out: Any) -> None:
+        for t in out if isinstance(out, (list, tuple)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self._gradients[id(t)] = weakref.ref(t)
 
     def _level(self, out: torch.Tensor) -> str | None:
         """How `out` is fingerprinted (`per_atom`, `small`, `per_system`), None when it is not."""
@@ -144,7 +173,7 @@ class OpTracer(TorchFunctionMode):
             return "per_system"
         return None
 
-    def _record(self, func: Any, out: torch.Tensor, level: str, user: FrameType) -> None:
+    def _record(self, func: Any, out: torch.Tensor, level: str, user: FrameType, site: FrameType) -> None:
         ctx = current_context()  # the handlers must not route the tracer's own sums over rows
         try:
             with P.shielded(), ctx.handlers_suspended() if ctx is not None else contextlib.nullcontext():
@@ -162,6 +191,7 @@ class OpTracer(TorchFunctionMode):
                 "file": file,
                 "line": line,
                 "function": user.f_code.co_qualname,
+                "site": None if site is user else f"{os.path.abspath(site.f_code.co_filename)}:{site.f_lineno}",
                 "level": level,
                 "value": value,
             }

@@ -61,6 +61,7 @@ def _op(rec: Mapping[str, Any], against: str, ranks: list[int], rel: float, comp
         ranks=ranks,
         rel_diff=rel,
         compared=compared,
+        site=str(rec["site"]) if rec.get("site") else None,
     )
 
 
