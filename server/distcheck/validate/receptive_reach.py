@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = ["CUTOFF_MARGIN", "MIN_BEYOND", "Observation", "Weighed", "decide", "suggested_cutoff", "weigh"]
 
-CUTOFF_MARGIN = 0.5
+CUTOFF_MARGIN = 0.6
 """The cutoff explains better when it predicts at most this fraction of the atoms the depth predicts
 wrongly (and fewer)."""
 

@@ -89,6 +89,8 @@ LONG_CUTOFF = {
     "2 layers": dict(layers=2, dtype=torch.float64),
     "1 layer, float32": dict(layers=1, dtype=torch.float32),
     "2 layers, float32": dict(layers=2, dtype=torch.float32, weight_scale=3.0),
+    "1 layer, float32, centred": dict(layers=1, dtype=torch.float32, centred=True),
+    "2 layers, float32, weak far hops": dict(layers=2, dtype=torch.float32),
 }
 
 
@@ -100,7 +102,7 @@ def test_a_cutoff_declared_short_is_read_as_the_cutoff(shape: str, sample: str) 
     assert found["status"] == "measured" and found["remedy"] == "cutoff", found
     assert found["measured_depth"] == layers, found  # the depth is as declared
     assert 3.5 < found["reach_angstrom"] <= 4.0 * layers + 1e-9, found
-    assert 4.0 <= found["suggested_cutoff"] <= 5.0, found
+    assert 3.0 < found["suggested_cutoff"] <= 5.0, found  # longer than declared; weak far hops hide the rest
     record = receptive_record({"receptive_field": found, "wrapper": {"num_interactions": layers}})
     assert record is not None and record.under_declared and record.remedy == "cutoff"
     remedy = field_remedy(record)
