@@ -49,7 +49,7 @@ class Pair(nn.Module):
         nl = batch.neighbor_list(CUTOFF)
         r = torch.linalg.vector_norm(nl.vectors(pos, batch.cell, batch.batch), dim=-1)
         phi = self.scale * torch.exp(-r) * cosine_cutoff(r, CUTOFF)
-        return 0.5 * torch.zeros(pos.shape[0], dtype=pos.dtype).index_add(0, nl.edge_index[0], phi)
+        return 0.5 * torch.zeros(pos.shape[0], dtype=pos.dtype, device=pos.device).index_add(0, nl.edge_index[0], phi)
 
 
 class Readout(nn.Module):
