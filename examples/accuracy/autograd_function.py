@@ -14,6 +14,7 @@ variant is a correct single-process model; `FORMS` names them:
   `generic`      one `ScatterSum` Function for every aggregation: edges → atoms and atoms → systems
   `total`        the energy as `e_atom.sum()` in a Function (backward: `expand`), one system: no index to
                  mirror, so it is named
+  `nested`       a Function whose forward applies `EdgeSum` (no graph there) and divides; its own backward
   `recompute`    the whole interaction block (messages, aggregation, update, residual) in a Function whose
                  backward recomputes it with autograd on (the memory-saving pattern)
 """
@@ -43,6 +44,7 @@ FORMS = (
     "generic",
     "total",
     "recompute",
+    "nested",
 )
 SPEC = make_spec("halo_correction", {"energy": "per_graph", "forces": "per_node"})
 ENERGY_SPEC = make_spec("halo_correction", {"energy": "per_graph"})
@@ -78,6 +80,21 @@ class EdgeSumSetup(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (centre,) = ctx.saved_tensors
         return grad[centre], None, None
+
+
+class MeanMessage(torch.autograd.Function):
+    """`EdgeSum` over 4 (the average neighbour count), applying `EdgeSum` inside its own forward."""
+
+    @staticmethod
+    def forward(ctx: Any, messages: torch.Tensor, centre: torch.Tensor, num_atoms: int) -> torch.Tensor:
+        ctx.save_for_backward(centre)
+        out: torch.Tensor = EdgeSum.apply(messages, centre, num_atoms)
+        return out / 4.0
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (centre,) = ctx.saved_tensors
+        return grad.index_select(0, centre) / 4.0, None, None
 
 
 class EdgeScatterAdd(torch.autograd.Function):
@@ -203,6 +220,7 @@ _LAYER = {
     "generic": ScatterSum,
     "total": EdgeSum,
     "recompute": EdgeSum,
+    "nested": MeanMessage,
 }
 
 
@@ -334,6 +352,11 @@ def total_factory() -> FunctionMPNN:
 def recompute_factory() -> FunctionMPNN:
     """The `recompute` form."""
     return model_factory("recompute")
+
+
+def nested_factory() -> FunctionMPNN:
+    """The `nested` form."""
+    return model_factory("nested")
 
 
 def energy_only_factory() -> FunctionMPNN:

@@ -35,6 +35,7 @@ The handlers:
 - `op_trace`: `OpTracer`, the torch ops a forward issues from the user's code, each with its line and a fingerprint;
 - `unrouted`: naming what no handler routed, with its source location;
 - `autograd_functions`: aggregations inside the user's `torch.autograd.Function`s, routed exactly or named;
+- `function_adjoint`: such a Function's backward, run to mirror the exchanges of its forward;
 - `function_mark`: how an unrouted record names such a Function (no torch);
 - `torchscript`: whether a rank runs TorchScript compiled or as Python;
 - `consolidate`: per-rank outputs → global outputs, per output kind.

@@ -9,8 +9,9 @@ that cross ranks are lost (forces off near the domain boundaries, energies exact
 of `torch.autograd.Function`, by its `apply` and its ctx, never by name). `route_in_function`
 (per-edge → per-atom) and `system_sum_in_function` (per-atom → per-system) then route the aggregation
 and record it on the Function's ctx (for a Function with `setup_context`, whose forward gets none, on
-the node of the Function that returned the aggregation, found once it has: `resolve_pending`), whose
-backward runs under `AdjointMode`:
+the node of the Function that returned the aggregation, found once it has: `resolve_pending`; for a
+Function applied inside another's forward, which has no node, on the outer one's), whose
+backward runs under `function_adjoint.AdjointMode`:
 
 - **exact** when the handler's map of this rank's own aggregate is linear (`edge_handlers.linear_exchange`:
   a sum under `halo_correction`, any reduce under `owned_complete`; `reduce_handlers.linear_system_exchange`:
@@ -34,10 +35,11 @@ backward runs under `AdjointMode`:
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -49,12 +51,12 @@ from torch.overrides import TorchFunctionMode
 from . import edge_handlers, reduce_handlers
 from .context import RankContext
 from .exchange import REPLICATED_NODE
+from .function_adjoint import AdjointMode, AdjointRecord, tensors_in
 from .function_mark import function_label
 from .scatter_ops import Scatter
 from .unrouted import Site, record_unrouted, user_frame
 
 __all__ = [
-    "AdjointMode",
     "FunctionCall",
     "name_in_function",
     "pending",
@@ -67,67 +69,76 @@ __all__ = [
 
 _APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
 _RECORDS = "_distcheck_function_records"
-_T = torch.Tensor
-_GATHERS = {torch.index_select, _T.index_select, _T.__getitem__, torch.gather, _T.gather}
-_GATHERS |= {torch.take_along_dim, _T.take_along_dim}
-_AUTOGRAD = {torch.autograd.grad, torch.autograd.backward, _T.backward}
 
 
 @dataclass
 class FunctionCall:
     """The user's Function whose forward is running: its class, its ctx (None for a Function with
-    `setup_context`, whose forward gets none), whether any input needs a gradient, and where it was
-    applied (the user's line)."""
+    `setup_context`, whose forward gets none), whether its node will take part in a backward (an input
+    needs a gradient and grad mode was on at `apply`), where it was applied (the user's line), and the
+    Function whose forward applied it, when it was applied inside one (`outer`)."""
 
     cls: type
     ctx: Any
     needs_grad: bool
     call_file: str | None
     call_line: int | None
+    outer: FunctionCall | None = None
 
 
-def running_function() -> FunctionCall | None:
-    """The innermost `torch.autograd.Function` whose forward is running in this thread, or None.
-
-    A forward runs with grad mode off, under `Function.apply` (its frame holds the class); its ctx is
-    the forward's first argument, an instance of the class's backward node."""
-    if torch.is_grad_enabled():
-        return None
-    frame: FrameType | None = sys._getframe(1)
-    ctx = None
+def _calls(start: FrameType | None) -> list[FunctionCall]:
+    """Every `Function.apply` running in this thread, innermost first."""
+    frame, ctx, found = start, None, []
     while frame is not None:
         code = frame.f_code
         if code is _APPLY:
             cls = frame.f_locals.get("cls")
             if not isinstance(cls, type):
-                return None
-            given = [*frame.f_locals.get("args", ()), *dict(frame.f_locals.get("kwargs") or {}).values()]
-            needs = any(t.requires_grad for t in _tensors(given))
+                break
             ctx = ctx if ctx is not None and getattr(type(ctx), "_forward_cls", None) is cls else None
+            if ctx is not None:
+                # its graph edges, set before the forward runs: none when grad mode was off at apply
+                needs = any(fn is not None for fn, _ in ctx.next_functions)
+            else:
+                given = [*frame.f_locals.get("args", ()), *dict(frame.f_locals.get("kwargs") or {}).values()]
+                needs = any(t.requires_grad for t in tensors_in(given))
             caller = user_frame(frame.f_back)
             file = os.path.abspath(caller.f_code.co_filename) if caller is not None else None
-            return FunctionCall(cls, ctx, needs, file, caller.f_lineno if caller is not None else None)
-        if code.co_name == "forward" and code.co_argcount >= 1 and ctx is None:
+            found.append(FunctionCall(cls, ctx, needs, file, caller.f_lineno if caller is not None else None))
+            ctx = None
+        elif code.co_name == "forward" and code.co_argcount >= 1 and ctx is None:
             first = frame.f_locals.get(code.co_varnames[0])
             if isinstance(first, BackwardCFunction):
                 ctx = first
         frame = frame.f_back
-    return None
+    for inner, outer in itertools.pairwise(found):
+        inner.outer = outer
+    return found
 
 
-@dataclass
-class _Record:
-    """One routed aggregation inside a Function's forward, as its backward needs it."""
+def running_function() -> FunctionCall | None:
+    """The `torch.autograd.Function` whose backward will mirror an aggregation running now, or None
+    when no Function's forward is running in this thread.
 
-    rank: RankContext
-    label: str
-    aggregation: str
-    site: Site
-    rows: torch.Tensor | None  # the 1-D index of source rows (None: named, no exact adjoint)
-    num_rows: int = 0
-    exchange: edge_handlers.Exchange | None = None
-    post: Callable[[torch.Tensor], torch.Tensor] | None = None  # applied to the gather's result
-    gathered: bool = False
+    A forward runs with grad mode off, under `Function.apply` (its frame holds the class); its ctx is
+    the forward's first argument, an instance of the class's backward node. A Function applied inside
+    another's forward (grad mode off) has no node in any graph: the outer Function's backward is the one
+    that runs, so the innermost Function with a live node is chosen (one with `setup_context` waits for
+    `resolve_pending`, its `outer` the fallback); with none, the innermost, needing no gradient."""
+    if torch.is_grad_enabled():
+        return None
+    calls = _calls(sys._getframe(1))
+    for call in calls:
+        if call.ctx is None or call.needs_grad:
+            return call
+    return calls[0] if calls else None
+
+
+def _live(call: FunctionCall | None) -> FunctionCall | None:
+    """The first of `call` and its outer Functions with a ctx whose node takes part in a backward."""
+    while call is not None and not (call.ctx is not None and call.needs_grad):
+        call = call.outer
+    return call
 
 
 def _site(call: FunctionCall) -> Site:
@@ -150,7 +161,7 @@ def route_in_function(ctx: RankContext, sc: Scatter, call: FunctionCall) -> torc
     local, exchange = found
     result = exchange(local)
     if call.needs_grad:
-        record = _Record(ctx, sc.label, "per_edge_to_per_atom", _site(call), sc.rows_index, int(local.shape[0]))
+        record = AdjointRecord(ctx, sc.label, "per_edge_to_per_atom", _site(call), sc.rows_index, int(local.shape[0]))
         record.exchange = exchange
         _keep(call, record, (result, sc.target, sc.out))
     return result
@@ -173,7 +184,7 @@ def system_sum_in_function(
     local, exchange = found
     result = exchange(local)
     if call.needs_grad:
-        record = _Record(ctx, sc.label, "per_atom_to_per_system", _site(call), sc.rows_index, int(local.shape[0]))
+        record = AdjointRecord(ctx, sc.label, "per_atom_to_per_system", _site(call), sc.rows_index, int(local.shape[0]))
         record.exchange = exchange
         record.post = lambda x: reduce_handlers.mask_rows(ctx, x, owned=owned)
         _keep(call, record, (result, sc.target, sc.out), replicated=not sc.target.requires_grad)
@@ -186,7 +197,9 @@ def name_in_function(
     """Record the routed `label` (of `sc`) inside `call`'s forward, to be named when its backward runs;
     never when no input needs a gradient."""
     if call.needs_grad:
-        _keep(call, _Record(ctx, label, aggregation, _site(call), None), () if sc is None else (sc.target, sc.out))
+        _keep(
+            call, AdjointRecord(ctx, label, aggregation, _site(call), None), () if sc is None else (sc.target, sc.out)
+        )
 
 
 @dataclass
@@ -197,29 +210,32 @@ class _Pending:
 
     cls: type
     results: list[weakref.ref[torch.Tensor]]
-    record: _Record | None
+    record: AdjointRecord | None
     replicated: bool
+    outer: FunctionCall | None  # the Function that applied this one, if any (its node may run instead)
 
 
 _PENDING: list[_Pending] = []
 
 
 def _keep(
-    call: FunctionCall, record: _Record, results: Sequence[torch.Tensor | None], replicated: bool = False
+    call: FunctionCall, record: AdjointRecord, results: Sequence[torch.Tensor | None], replicated: bool = False
 ) -> None:
     refs = [weakref.ref(t) for t in results if t is not None]
     if call.ctx is not None:
         _attach(call.ctx, record)
         if replicated:
-            _PENDING.append(_Pending(call.cls, refs, None, True))
+            _PENDING.append(_Pending(call.cls, refs, None, True, None))
     else:
-        _PENDING.append(_Pending(call.cls, refs, record, replicated))
+        _PENDING.append(_Pending(call.cls, refs, record, replicated, call.outer))
 
 
 def resolve_pending() -> None:
     """Settle each pending record once its Function has returned (grad mode is back on): attached to
     the node of the Function that returned its aggregation as it is (and that node marked replicated
-    when asked), or named now when the Function returned something else (no node to attach to)."""
+    when asked), else to the live node of the Function it was applied inside, else named now when the
+    Function returned something else (no node to attach to); one inside Functions none of whose nodes
+    runs a backward is dropped."""
     while _PENDING:
         waiting = _PENDING.pop(0)
         node = getattr(waiting.cls, "_backward_cls", None)
@@ -229,10 +245,13 @@ def resolve_pending() -> None:
             found.__dict__[REPLICATED_NODE] = True
         if waiting.record is None:
             continue
-        if found is None:
-            _name(waiting.record)
-        else:
+        live = _live(waiting.outer)
+        if found is not None:
             _attach(found, waiting.record)
+        elif live is not None:
+            _attach(live.ctx, waiting.record)  # applied inside another Function's forward: its backward runs
+        elif waiting.outer is None:
+            _name(waiting.record)  # the Function returned something else: no node to mirror it in
 
 
 def pending() -> bool:
@@ -250,11 +269,11 @@ def use_handler(mode: TorchFunctionMode) -> None:
     _HANDLER[:] = [mode]
 
 
-def _name(record: _Record) -> None:
+def _name(record: AdjointRecord) -> None:
     record_unrouted(record.rank, record.label, record.aggregation, "python", site=record.site)
 
 
-def _attach(fctx: Any, record: _Record) -> None:
+def _attach(fctx: Any, record: AdjointRecord) -> None:
     records = fctx.__dict__.get(_RECORDS)
     if records is None:
         records = fctx.__dict__[_RECORDS] = []
@@ -267,102 +286,15 @@ def _backward(ref: weakref.ref[Any], *grads: Any) -> Any:
     fctx = ref()
     if fctx is None:
         raise RuntimeError("distcheck: a torch.autograd.Function's backward ran after its node was freed")
-    records: list[_Record] = fctx.__dict__.get(_RECORDS, [])
+    records: list[AdjointRecord] = fctx.__dict__.get(_RECORDS, [])
     counts = records[0].rank.handler_counts if records else None
     before = sum(counts.values()) if counts is not None else 0
-    with AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)]):
+    handler = _HANDLER[0] if _HANDLER else None
+    with AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)], handler):
         out = type(fctx).apply(fctx, *grads)
     if counts is not None and sum(counts.values()) > before:
         return out  # the backward recomputed the forward and the handlers routed it: exact as any forward
     for record in records:
         if record.rows is None or not record.gathered:
             _name(record)
-    return out
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[int, torch.Tensor] | None:
-    """`(position of the source, 1-D row index)` of a gather along dim 0, or None."""
-    names = ("input", "index") if func is _T.__getitem__ else ("input", "dim", "index")
-    if func in (torch.take_along_dim, _T.take_along_dim):
-        names = ("input", "indices", "dim")
-    a = dict(zip(names, args))
-    a.update(kwargs)
-    source, index = a.get("input"), a.get("index", a.get("indices"))
-    if func is _T.__getitem__:
-        if isinstance(index, tuple) and index and all(k in (slice(None), Ellipsis) for k in index[1:]):
-            index = index[0]
-    elif a.get("dim") not in (0, -getattr(source, "ndim", 1)):
-        return None
-    if not isinstance(source, torch.Tensor) or source.ndim == 0 or not isinstance(index, torch.Tensor):
-        return None
-    if index.dtype in (torch.bool, torch.uint8) or index.is_floating_point() or index.ndim == 0:
-        return None
-    rows = index if index.ndim == 1 else index.reshape(index.shape[0], -1)[:, 0]
-    return 0, rows
-
-
-class AdjointMode(TorchFunctionMode):
-    """Runs a Function's backward: the gather of a gradient by a recorded aggregation's index reads
-    the exchange's adjoint of that gradient (see the module docstring). What the backward computes
-    with autograd on from anything but the gradients (a recomputation of the forward) goes through the
-    rank's handlers as a forward does (`use_handler`), calls of autograd itself excepted (their seeds
-    are the backward's, never a replicated output's)."""
-
-    def __init__(self, records: Sequence[_Record], grads: Sequence[torch.Tensor]) -> None:
-        super().__init__()
-        self.records = [r for r in records if r.rows is not None and r.exchange is not None]
-        # by identity, each tensor kept alive while the backward runs (so no id is reused)
-        self.from_grads: dict[int, torch.Tensor] = {id(g): g for g in grads}
-        self.handler = _HANDLER[0] if _HANDLER else None
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        derived = any(id(t) in self.from_grads for t in _tensors(args) + _tensors(list(kwargs.values())))
-        if self.handler is not None and not derived and torch.is_grad_enabled() and func not in _AUTOGRAD:
-            return self.handler.__torch_function__(func, types, args, kwargs)
-        record = self._record(func, args, kwargs) if func in _GATHERS and self.records and derived else None
-        if record is not None:
-            assert record.exchange is not None
-            record.gathered = True
-            args = (_exchange_adjoint(record.exchange, args[0]), *args[1:])
-        out = func(*args, **kwargs)
-        if record is not None and record.post is not None and isinstance(out, torch.Tensor):
-            out = record.post(out)
-        if derived:
-            self.from_grads.update((id(t), t) for t in _tensors(out))
-        return out
-
-    def _record(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> _Record | None:
-        """The record whose aggregation this gather (of a tensor computed from the gradients) is the
-        adjoint of: the same row index, a source with the aggregation's rows."""
-        found = _gather_rows(func, args, kwargs)
-        if found is None or not args:
-            return None
-        source, rows = args[0], found[1]
-        if not isinstance(source, torch.Tensor) or id(source) not in self.from_grads:
-            return None
-        for record in self.records:
-            assert record.rows is not None
-            if int(source.shape[0]) != record.num_rows or rows.shape != record.rows.shape:
-                continue
-            if torch.equal(rows, record.rows.to(rows.device)):
-                return record
-        return None
-
-
-def _exchange_adjoint(exchange: Callable[[torch.Tensor], torch.Tensor], grad: torch.Tensor) -> torch.Tensor:
-    """`J^T grad` for the linear `exchange` (its Jacobian `J`), by autograd through the exchange itself."""
-    with torch.enable_grad():
-        p = torch.zeros_like(grad).detach().requires_grad_(True)
-        (out,) = torch.autograd.grad(exchange(p), p, grad, create_graph=grad.requires_grad)
     return out

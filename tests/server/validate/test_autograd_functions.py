@@ -5,7 +5,8 @@ the exchange the handlers add to an aggregation in the forward is in no autograd
 match, forces do not, and the cause was blamed on "a per-atom quantity computed outside those
 aggregations". Every linear shape (one aggregation per layer by `index_add_` with an `index_select`
 backward, the same in the `setup_context` style, the whole message step with a hand-written backward,
-the whole interaction block in a Function whose backward recomputes it with autograd on,
+the whole interaction block in a Function whose backward recomputes it with autograd on, a Function
+applying another inside its forward,
 `scatter_add` with a `torch.gather` backward, the atoms → systems energy sum in a Function, one
 package-style `ScatterSum` Function for both) now passes at attempt 1 to round-off; a forward-only use
 passes as before; an aggregation with no exact adjoint (`amax`) is named with the Function's class and
@@ -38,7 +39,8 @@ def _line_of(cls: type, text: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "form", ["layer", "setup_context", "block", "recompute", "scatter_add", "readout", "generic", "energy_only"]
+    "form",
+    ["layer", "setup_context", "block", "recompute", "nested", "scatter_add", "readout", "generic", "energy_only"],
 )
 def test_linear_aggregations_inside_a_function_route_exactly(form: str) -> None:
     """Values and forces to round-off at attempt 1, nothing named, whatever the Function wraps."""
