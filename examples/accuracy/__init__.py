@@ -16,4 +16,6 @@ module overrides how edges reach atoms (`to_atoms`) and atoms reach systems (`to
   `scatter_reduce_forms` `scatter_reduce` mean/amax per system and per edge
   `unique_counts`      `unique_consecutive` / `unique` counts and inverse of the system index, `repeat_interleave`
   `named_only`         a per-system product (`scatter_reduce(prod)`): no distributed form, named, not fixed
+  `autograd_function`  message passing in the user's own `torch.autograd.Function`s (`FORMS`; one 180-atom box)
+  `ewald_kernel`       a `torch.ops` structure factor, atoms → k-vectors: named with its entry (one 108-atom box)
 """
