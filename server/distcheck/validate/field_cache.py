@@ -55,7 +55,15 @@ __all__ = ["STORE", "field_for", "field_key", "module_files"]
 STORE = memory.FIELDS
 """Where the measurements are remembered."""
 
-_MEASUREMENT_CODE = ("receptive.py", "receptive_graph.py", "reference_field.py", "field_cache.py")
+_MEASUREMENT_CODE = (
+    "receptive.py",
+    "receptive_graph.py",
+    "receptive_floor.py",
+    "receptive_reach.py",
+    "sensitivity.py",  # `epsilon_floor`, the noise floor's round-off
+    "reference_field.py",
+    "field_cache.py",
+)
 
 
 def module_files(names: Iterable[str]) -> dict[str, list[int] | None]:
