@@ -217,7 +217,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 def _kill_descendants() -> None:
     """Kill every process under this runner, in whatever process group or session it is (the
-    forkserver, the ranks and what the model started), except this runner itself."""
+    forkserver, the ranks and what the model started), except this runner itself, and remove its run
+    directories (`processes.run_dirs`)."""
     # The pool and the ranks start only after torch and the runtime are imported: without the runtime
     # nothing was started, and the watchdog thread must not import torch (the import guard is the
     # main thread's business).
@@ -226,6 +227,8 @@ def _kill_descendants() -> None:
         return
     try:
         lifeline.kill_tree()
+        # the exit that follows runs no exit handler: the run directories go now
+        sys.modules["distcheck.processes.run_dirs"].remove_own_run_dirs()
     except Exception as exc:  # never let the watchdog die: it is the runner's last line of defence
         print(f"distcheck runner: could not kill its processes: {exc}", file=sys.stderr, flush=True)
 

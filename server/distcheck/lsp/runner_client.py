@@ -10,7 +10,9 @@ process groups, and orphans are no longer the runner's descendants.
 
 `kill()` stops the runner's group (SIGSTOP, so nothing new is forked), kills the process group of
 every descendant and every recorded process, then the runner's own group, and waits for them to go
-— within a second in practice.
+— within a second in practice. Killed so, the runner and its forkserver cannot remove their run
+directories (`processes.run_dirs`, multiprocessing's socket directory among them): once the runner
+has exited, however it exited, the client sweeps the runner's (`sweep`).
 
 A runner serves one target (`jobs.serving`): `serves` is the key of the target it was sent, and
 `may_serve(key)` says whether it may take a validation of another; a runner that answered with
@@ -34,6 +36,7 @@ from typing import Any
 import orjson
 
 from ..jobs.serving import RETIRED_ERROR, serving_key
+from ..processes.run_dirs import sweep_run_dirs
 from .runner_tree import Tracked, kill_all, snapshot
 
 __all__ = ["RunCancelled", "RunnerClient", "RunnerDied", "RunnerError"]
@@ -237,15 +240,29 @@ class RunnerClient:
         if self.proc is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.exited.wait(), timeout=2.0)
+        await self.sweep()
         return killed
 
     async def cleanup_orphans(self) -> list[int]:
-        """After an unexpected exit: kill what the runner left behind (recorded processes only)."""
+        """After an unexpected exit: kill what the runner left behind (recorded processes only), then
+        `sweep`."""
         tracked = dict(self._tracked.procs)
         ranks = set(self._tracked.rank_pids)
-        if not tracked and not ranks:
+        killed = await asyncio.to_thread(kill_all, None, tracked, ranks, 1.0) if tracked or ranks else []
+        await self.sweep()
+        return killed
+
+    async def sweep(self) -> list[str]:
+        """Once the runner has exited: remove its run directories whose lock is free (all of them,
+        unless a process it started still holds one); the removed paths. Never raises."""
+        if self.pid is None or self.returncode is None:
             return []
-        return await asyncio.to_thread(kill_all, None, tracked, ranks, 1.0)
+        tmpdir = self._environment().get("TMPDIR") or None
+        try:
+            return await asyncio.to_thread(sweep_run_dirs, self.pid, tmpdir)
+        except Exception as exc:  # the sweep is the runner's tidying, never the daemon's failure
+            self.log("warning", f"could not remove the runner's temporary directories: {exc}")
+            return []
 
     # ---- requests
 
@@ -386,6 +403,7 @@ class RunnerClient:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             self.returncode = await self.proc.wait()
+        await self.sweep()
         expected = self._killing
         tail = "\n".join(self.stderr_tail)
         for pending in list(self._pending.values()):

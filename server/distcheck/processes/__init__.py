@@ -12,17 +12,21 @@ Process kinds
 Each kind: who starts it; who ends it; what kills it when its owner dies.
 
 - **daemon** (`lsp/`, `distcheck-lsp` over stdio): the editor; `shutdown`/`exit`, stdin closing,
-  SIGTERM/SIGHUP; stdin closes, and it kills its runner's tree (`lsp.runner_tree.kill_all`).
-- **runner** (`jobs/runner.py`): the daemon (`lsp/runner_slot.py`); the daemon (shutdown, restart,
-  a target it may not serve), or itself; its watchdog sees the daemon gone, kills what it started and
-  exits. It imports its target's code (factory, sample) into its own process, so it serves that
-  target only (`jobs/serving.py`): another target's validation goes to a *standby* runner the daemon
-  started ahead (torch and its pool warm, no user code) or a fresh one, and a runner refuses one
-  itself; after a validation whose code changed what cannot be put back (a torch function or hook,
-  an op: `isolation.torch_surface`; the inter-op threads) it answers with `"retire"` and exits.
+  SIGTERM/SIGHUP; stdin closes, and it kills its runner's tree (`lsp.runner_tree.kill_all`). Once a
+  runner has exited, however, the daemon removes that runner's run directories (`run_dirs`), which a
+  killed runner and its killed forkserver could not (`lsp.runner_client.RunnerClient.sweep`).
+- **runner** (`jobs/runner.py`): the daemon (`lsp/runner_slot.py`); the daemon (shutdown, restart, a
+  target it may not serve), or itself; its watchdog sees the daemon gone, kills what it started and
+  exits (removing its run directories first). It imports its target's code (factory, sample) into its
+  own process, so it serves that target only (`jobs/serving.py`): another target's validation goes to a
+  *standby* runner the daemon started ahead (torch and its pool warm, no user code) or a fresh one, and
+  a runner refuses one itself; after a validation whose code changed what cannot be put back (a torch
+  function or hook, an op: `isolation.torch_surface`; the inter-op threads) it answers with `"retire"`
+  and exits.
 - **forkserver** (`forkserver.process_context`, the owner's first start): the owner;
   `teardown.end_helpers` (CLI) or the owner's exit; `OWNER_GONE_SIGNAL`, a parent-death signal: it
-  kills its subtree and removes the owner's run directories (`lifeline.arm_forkserver`).
+  kills its subtree and removes the owner's run directories (`lifeline.arm_forkserver`), its own
+  socket's among them (`run_dirs.multiprocessing_dir`).
 - **resource tracker** (multiprocessing's, beside the forkserver): the owner's exit, `teardown`; it
   sees its pipe close and exits.
 - **spare** (`spares`): the keeper thread forks it from the forkserver; it ends itself after its one
@@ -78,7 +82,8 @@ Modules
 - `teardown`: a command's last step: everything it started has ended;
 - `lifeline`: no process outlives its owner (parent-death signals, subreapers, tree kills);
 - `process_groups`: killing whole process groups (standard library only);
-- `run_dirs`: a private directory per run, and the sweep of those whose owner is gone;
+- `run_dirs`: a private directory per run (and the forkserver's socket's), and the sweep of those whose
+  owner is gone;
 - `resident`: ranks kept between the runs of one validation;
 - `spares`: warm processes forked ahead (its docstring maps its modules).
 """

@@ -29,6 +29,7 @@ from ..environment import read_settings
 from ..runtime.module_namespace import PRELOAD_RECORD
 from . import lifeline
 from .caller_context import start_time_values
+from .run_dirs import multiprocessing_dir
 
 __all__ = [
     "BASE_PRELOAD",
@@ -144,7 +145,12 @@ def _start_helpers(method: str) -> None:
         # next would inherit a mask that lets a Ctrl-C kill it while it imports, with a traceback
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if method == "forkserver":
-            forkserver.ensure_running()
+            multiprocessing_dir()  # its socket's directory: swept with the run directories
+            os.environ[lifeline.OWNER_VARIABLE] = str(os.getpid())  # who it must clean up after
+            try:
+                forkserver.ensure_running()
+            finally:
+                os.environ.pop(lifeline.OWNER_VARIABLE, None)
             if _STARTED_UNDER is None or _forkserver_pid() != before:
                 _STARTED_UNDER = values
 

@@ -12,8 +12,10 @@ starts, possibly in a new session (`setsid`, `start_new_session=True`), out of e
 - Every rank (`arm_child`) gets SIGKILL when the forkserver dies, is a subreaper too and, on its way
   out, kills what the model left running (`kill_tree`).
 - Run directories (`run_dirs`) are `distcheck-<kind>-<owner pid>-XXXX` holding a lock the owner keeps
-  while it runs; the forkserver removes a dead owner's, and each new one first removes those whose
-  lock nobody holds (their owner died).
+  while it runs, multiprocessing's directory of the owner (the forkserver's socket) among them; the
+  forkserver removes a dead owner's (the owner names itself in `OWNER_VARIABLE`: one that died while
+  the forkserver imported is not its parent by then), and each new one first removes those whose lock
+  nobody holds (their owner died).
 
 Linux only (prctl, /proc); elsewhere these functions do nothing and tree kills fall back to process
 groups. No torch: the forkserver arms itself before anything else, and the CLI may use this module.
@@ -39,6 +41,7 @@ from .run_dirs import run_dirs_of, sweep_run_dirs
 
 __all__ = [
     "OWNER_GONE_SIGNAL",
+    "OWNER_VARIABLE",
     "arm_child",
     "arm_forkserver",
     "become_subreaper",
@@ -56,6 +59,9 @@ PR_SET_CHILD_SUBREAPER = 36
 OWNER_GONE_SIGNAL = signal.SIGUSR1
 """The forkserver's parent-death signal (its handler tells a dead owner from a finished thread)."""
 
+
+OWNER_VARIABLE = "_DISTCHECK_FORKSERVER_OWNER"
+"""The owner's pid, in the environment the owner starts its forkserver with (`forkserver`)."""
 
 # Set in the forkserver by `arm_forkserver`; ranks forked from it inherit them.
 _forkserver_pid: int | None = None
@@ -189,7 +195,7 @@ def arm_forkserver() -> bool:
     global _forkserver_pid, _forkserver_owner
     if _forkserver_pid is not None or not _importing_in_forkserver():
         return False
-    owner = os.getppid()
+    owner = _owner_of_forkserver()
     _forkserver_pid, _forkserver_owner = os.getpid(), owner
     with contextlib.suppress(OSError):
         os.setpgrp()  # a kill of the owner's process group leaves it alive to clean up
@@ -209,6 +215,15 @@ def arm_forkserver() -> bool:
         _forkserver_cleanup()
         os._exit(0)
     return True
+
+
+def _owner_of_forkserver() -> int:
+    """The process that started this forkserver: the one `OWNER_VARIABLE` names (taken out of the
+    environment, so that nothing forked from here sees it), else the parent. The parent alone would be
+    wrong where the owner died while this process imported its preload modules: the parent is then the
+    process that adopted it."""
+    named = os.environ.pop(OWNER_VARIABLE, "")
+    return int(named) if named.isdigit() else os.getppid()
 
 
 _PF_EXITING = 0x4  # /proc/<pid>/stat flags: the process has begun to exit
