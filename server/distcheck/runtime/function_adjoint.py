@@ -48,6 +48,7 @@ class AdjointRecord:
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors `value` is or holds (in lists and tuples, at any depth), in order."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -55,8 +56,8 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[int, torch.Tensor] | None:
-    """`(position of the source, 1-D row index)` of a gather along dim 0, or None."""
+def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
+    """The 1-D row index of a gather along dim 0 (the source is its first argument), or None."""
     names = ("input", "index") if func is _T.__getitem__ else ("input", "dim", "index")
     if func in (torch.take_along_dim, _T.take_along_dim):
         names = ("input", "indices", "dim")
@@ -72,15 +73,14 @@ def _gather_rows(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
         return None
     if index.dtype in (torch.bool, torch.uint8) or index.is_floating_point() or index.ndim == 0:
         return None
-    rows = index if index.ndim == 1 else index.reshape(index.shape[0], -1)[:, 0]
-    return 0, rows
+    return index if index.ndim == 1 else index.reshape(index.shape[0], -1)[:, 0]
 
 
 class AdjointMode(TorchFunctionMode):
     """Runs a Function's backward: the gather of a gradient by a recorded aggregation's index reads
     the exchange's adjoint of that gradient (see the module docstring). What the backward computes
-    with autograd on from anything but the gradients (a recomputation of the forward) goes through the
-    rank's handlers as a forward does (`use_handler`), calls of autograd itself excepted (their seeds
+    with autograd on from anything but the gradients (a recomputation of the forward) goes through
+    `handler`, the rank's handlers, as a forward does; calls of autograd itself excepted (their seeds
     are the backward's, never a replicated output's)."""
 
     def __init__(self, records: Sequence[AdjointRecord], grads: Sequence[torch.Tensor], handler: Any) -> None:
@@ -112,10 +112,10 @@ class AdjointMode(TorchFunctionMode):
     def _record(self, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> AdjointRecord | None:
         """The record whose aggregation this gather (of a tensor computed from the gradients) is the
         adjoint of: the same row index, a source with the aggregation's rows."""
-        found = _gather_rows(func, args, kwargs)
-        if found is None or not args:
+        rows = _gather_rows(func, args, kwargs)
+        if rows is None or not args:
             return None
-        source, rows = args[0], found[1]
+        source = args[0]
         if not isinstance(source, torch.Tensor) or id(source) not in self.from_grads:
             return None
         for record in self.records:
@@ -127,7 +127,7 @@ class AdjointMode(TorchFunctionMode):
         return None
 
 
-def exchange_adjoint(exchange: Callable[[torch.Tensor], torch.Tensor], grad: torch.Tensor) -> torch.Tensor:
+def exchange_adjoint(exchange: Exchange, grad: torch.Tensor) -> torch.Tensor:
     """`J^T grad` for the linear `exchange` (its Jacobian `J`), by autograd through the exchange itself."""
     with torch.enable_grad():
         p = torch.zeros_like(grad).detach().requires_grad_(True)
