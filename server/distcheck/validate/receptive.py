@@ -351,8 +351,12 @@ def _measure(
         field=None if reach_cutoff is None else round(declared * reach_cutoff, 4),
         suggested_cutoff=None if reach_cutoff is None else suggested_cutoff(reach_cutoff),
     )
-    floor = f"{MOVED_RATIO:g}× the noise floor (the dtype's round-off of the values, or a run on the sample translated "
-    floor += f"by {steps[0]:g} Å if larger)" if spreads else "nothing: no displacement changed a bit far from itself"
+    floor = (
+        f"{MOVED_RATIO:g}× the noise floor (the dtype's round-off of the values, or a run on the sample translated "
+        f"by {steps[0]:g} Å if larger)"
+        if spreads
+        else "nothing: no displacement changed a bit far from itself, so nothing spreads round-off"
+    )
     result["note"] = _note(used, weighed, unbounded, skips, derived, floor, declared if longer else None)
     return result
 
