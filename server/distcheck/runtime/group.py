@@ -1,5 +1,8 @@
 """Ranks started by a launcher (`torchrun`, or anything that sets the `env://` variables): join the
-job's process group and run validation attempts across it, one node or many.
+job's process group and run validation attempts across it, one node or many. A job whose
+`MASTER_ADDR` is a loopback address runs on one host and listens on loopback only: rank 0 hosts the
+store there (unless the launcher's agent hosts it), and gloo and NCCL use the loopback interface
+unless `GLOO_SOCKET_IFNAME` / `NCCL_SOCKET_IFNAME` name another.
 
 Rank 0 leads. For every attempt it sends the job (factory reference, batch, spec) to every rank over
 a gloo *control* group, runs its own share and gathers the others' results, so the engine above sees
@@ -28,7 +31,7 @@ from ..batch import Batch
 from ..spec import MLIPSpec
 from .errors import DistributedError, Frame, RankFailure, SetupError
 from .factory import FactoryRef
-from .launcher_env import LauncherEnv, launcher_env
+from .launcher_env import LauncherEnv, launcher_env, loopback_address
 from .rank import configure_rank_process, error_record, forward_rank, prepare_rank
 from .rank_devices import check_cuda_index, resolve_backend
 from .run_result import DistributedRun, RankLifecycle, assemble_run
@@ -74,6 +77,25 @@ def launcher_device(device: str | Sequence[str], env: LauncherEnv) -> str:
 def _node_devices(device: str | Sequence[str], env: LauncherEnv) -> list[str]:
     """The devices of every rank on this node (each rank of the node computes the same list)."""
     return [launcher_device(device, dataclasses.replace(env, local_rank=r)) for r in range(env.local_world_size)]
+
+
+def _loopback_store(env: LauncherEnv, address: str, timeout_sec: float) -> Any:
+    """The job's store when its `MASTER_ADDR` is the loopback `address` (one host), rank 0 hosting it
+    on that address only: given a host, torch's store still listens on every interface. None when the
+    launcher's agent hosts the store (`TORCHELASTIC_USE_AGENT_STORE`): `env://` then only connects."""
+    import os
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return None
+    timeout = timedelta(seconds=timeout_sec)
+    if env.rank != 0:
+        return TCPStore(address, env.master_port, env.world_size, False, timeout)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    listener = socket.create_server((address, env.master_port), family=family)  # SO_REUSEADDR, as torch's
+    port = int(listener.getsockname()[1])
+    return TCPStore(address, port, env.world_size, True, timeout, master_listen_fd=listener.detach())
 
 
 class GroupSession:
@@ -142,10 +164,13 @@ class GroupSession:
         mine = launcher_device(device, env)
         resolved = resolve_backend(backend, _node_devices(device, env))
         dev = torch.device(mine)
-        configure_rank_process(env.rank, env.local_world_size, dev, {}, loopback=False)
+        loopback = loopback_address(env.master_addr)
+        configure_rank_process(env.rank, env.local_world_size, dev, {}, loopback=loopback is not None)
+        store = None if loopback is None else _loopback_store(env, loopback, timeout_sec)
         dist.init_process_group(
             resolved,
-            init_method="env://",
+            init_method="env://" if store is None else None,
+            store=store,
             rank=env.rank,
             world_size=env.world_size,
             timeout=timedelta(seconds=timeout_sec),

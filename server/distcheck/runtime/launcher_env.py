@@ -1,16 +1,18 @@
 """Where this process sits in a job started by a launcher (`torchrun`, or anything that sets the
-`env://` variables), read from its environment. No torch: the CLI asks before it imports torch, and
-starts its own processes at once when no launcher started it."""
+`env://` variables), read from its environment, and whether the job is on this host's loopback
+(`on_loopback`). No torch: the CLI asks before it imports torch, and starts its own processes at once
+when no launcher started it."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import SetupError
 
-__all__ = ["LauncherEnv", "launcher_env"]
+__all__ = ["LauncherEnv", "launcher_env", "loopback_address"]
 
 _REQUIRED = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -53,3 +55,18 @@ def launcher_env(environ: Mapping[str, str] | None = None) -> LauncherEnv | None
             f"LOCAL_WORLD_SIZE={local_world_size}; let torchrun set them"
         )
     return LauncherEnv(rank, world_size, local_rank, local_world_size, env["MASTER_ADDR"], port)
+
+
+def loopback_address(host: str) -> str | None:
+    """The loopback address `host` names (a loopback IP such as `127.0.0.1` or `::1`, or `localhost`),
+    else None: the user named a host that others may reach (a host name that resolves to a loopback
+    address here, as /etc/hosts often makes this host's own name, may be another's way to reach it).
+    A job whose `MASTER_ADDR` is loopback runs on this host alone: its store and its backends listen
+    on loopback only."""
+    if host.lower().rstrip(".") in ("localhost", "localhost.localdomain"):
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return str(address) if address.is_loopback else None

@@ -90,14 +90,14 @@ def own_leftovers() -> list[tuple[int, str]]:
 
 
 def run_dirs(base: Path, owner: int | None = None) -> list[str]:
-    """distcheck run directories (and multiprocessing's pymp-* directories) under `base`."""
+    """distcheck run directories (and multiprocessing's pymp-* or distcheck-mp-* directories) under `base`."""
     names = []
     with contextlib.suppress(OSError):
         for name in os.listdir(base):
             if name.startswith(("distcheck-run-", "distcheck-ref-")):
                 if owner is None or name.split("-")[2] == str(owner):
                     names.append(name)
-            elif name.startswith("pymp-") and owner is None:
+            elif name.startswith(("pymp-", "distcheck-mp-")) and owner is None:
                 names.append(name)
     return names
 
