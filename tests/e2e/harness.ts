@@ -340,14 +340,24 @@ export class Session {
     return view;
   }
 
-  /** Problems panel rows as text (opens the panel). */
-  async problems(): Promise<string[]> {
+  /**
+   * Problems panel rows as text (opens the panel). The list is virtualised: only the rows on screen
+   * exist, so a check for one code passes `filter` (typed into the panel's filter box, cleared after).
+   */
+  async problems(filter = ""): Promise<string[]> {
     await this.palette("View: Focus Problems (Errors, Warnings, Infos)");
+    const box = this.page.locator('.part.panel input[placeholder^="Filter"]').first();
+    if (filter) {
+      await box.fill(filter);
+    }
     const rows = this.page.locator(".markers-panel .monaco-list-row");
     await sleep(800);
     const out: string[] = [];
     for (const row of await rows.all()) {
       out.push(((await row.getAttribute("aria-label")) ?? "") + " | " + (await row.innerText()).replace(/\s+/g, " "));
+    }
+    if (filter) {
+      await box.fill("");
     }
     return out;
   }
