@@ -121,18 +121,27 @@ def first_departing_op(
             continue
         if any(v.shape != ref_value.shape for v in got):
             continue
-        scale = _largest(ref_value)
-        off: list[int] = []
-        worst = 0.0
-        for r, v in enumerate(got):
-            departs, rel = _departs(v, ref_value, scale, atol, rtol)
-            if departs:
-                off.append(r)
-                worst = max(worst, rel)
+        off, worst = _departing(got, ref_value, atol, rtol)
         compared += 1
         if off:
             return _op(ref, "reference", off, worst, compared - 1)
     return None
+
+
+def _departing(
+    values: Sequence[Any], against: Any, atol: float, rtol: float, start: int = 0
+) -> tuple[list[int], float]:
+    """The ranks (numbered from `start`) whose value departs from `against`, and the largest relative
+    departure among them (0.0 when none departs)."""
+    scale = _largest(against)
+    off: list[int] = []
+    worst = 0.0
+    for r, v in enumerate(values, start=start):
+        departs, rel = _departs(v, against, scale, atol, rtol)
+        if departs:
+            off.append(r)
+            worst = max(worst, rel)
+    return off, worst
 
 
 @P.shielded()
@@ -155,15 +164,7 @@ def first_disagreeing_op(ranks: Sequence[Sequence[Mapping[str, Any]]], atol: flo
             for v, g in zip(values, found)
         ):
             continue
-        scale = _largest(first)
-        off: list[int] = []
-        worst = 0.0
-        for r, v in enumerate(values, start=1):
-            assert v is not None
-            departs, rel = _departs(v, first, scale, atol, rtol)
-            if departs:
-                off.append(r)
-                worst = max(worst, rel)
+        off, worst = _departing([v for v in values if v is not None], first, atol, rtol, start=1)
         compared += 1
         if off:
             return _op(rec, "ranks", off, worst, compared - 1)
