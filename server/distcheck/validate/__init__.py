@@ -23,6 +23,7 @@ The reference and what is read off it:
 - `receptive_graph`: the measurement's cutoff graph, displacements, hop distances and distances in Å;
 - `receptive_floor`: the measurement's noise floor (dtype round-off, where the model spreads it);
 - `receptive_reach`: whether a measured reach is explained by more hops or by a longer cutoff;
+- `receptive_isolated`: the probes displaced again with nothing within the declared cutoff (depth or cutoff);
 - `field_record`: the measurement's typed record, and the halo set from it before the first run;
 - `field_advice`: the remedy's text for an under-declared receptive field (depth or cutoff);
 - `field_cache`: receptive-field measurements remembered for the same model and sample;

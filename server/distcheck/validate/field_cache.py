@@ -59,6 +59,7 @@ _MEASUREMENT_CODE = (
     "receptive.py",
     "receptive_graph.py",
     "receptive_floor.py",
+    "receptive_isolated.py",
     "receptive_reach.py",
     "sensitivity.py",  # `epsilon_floor`, the noise floor's round-off
     "reference_field.py",

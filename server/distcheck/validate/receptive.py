@@ -26,12 +26,12 @@ small weights can keep below the tolerances. The measurement needs no knowledge 
    gradients of a sum of depth-L terms) up to 2L, so the depth is at least that hop count (halved and
    rounded up for autograd outputs);
 5. when that depth exceeds the declared one, decide which declaration is short (`receptive_reach`):
-   more hops of the declared cutoff predict that the atoms within the reach in hops move, a longer
-   cutoff at the declared depth that those within the reach in Å move. The cutoff is named (remedy
-   "cutoff", with the cutoff the reach implies, and the field is declared depth × that cutoff) only
-   when it predicts clearly fewer atoms that did not move and enough atoms moved past the declared
-   hops; otherwise the depth is (remedy "depth"). A depth is thus advised only where hops explain
-   the reach, and a reach in Å that hops of the declared cutoff do not explain names the cutoff.
+   the first round's probes are displaced again in the sample without the atoms within the declared
+   cutoff of them (`receptive_isolated`), where hops of that cutoff carry nothing. An atom that still
+   moves names the cutoff (remedy "cutoff", with the cutoff the reach implies, and the field is
+   declared depth × that cutoff); none, the depth (remedy "depth"). A depth is thus advised only where
+   hops explain the reach, and a reach in Å that hops of the declared cutoff do not carry names the
+   cutoff.
 
 A float32 model whose far hop changes a value by less than its round-off reads shallower, never
 deeper: the floor only ever hides a change.
@@ -76,6 +76,7 @@ from .receptive_graph import (
     hop_distances,
     probe_candidates,
 )
+from .receptive_isolated import reach_words, read_past_cutoff
 from .receptive_reach import Observation, Weighed, decide, suggested_cutoff, weigh
 from .trust_action import GRAPH_SKIP
 
@@ -280,6 +281,7 @@ def _measure(
     skips: dict[str, int] = {}  # quantity -> farthest hop of an atom that moved past an empty level
     used = 0
     runs: list[tuple[list[int], dict[str, np.ndarray], dict[int, np.ndarray]]] = []
+    first: tuple[list[int], float] | None = None  # the first round's probes and step
     for candidates in probe_candidates(batch, PROBE_ROUNDS, PROBE_CANDIDATES):
         asked = sorted(memo.lists)  # the cutoffs the wrapper built neighbour lists for
         reuse = bool(asked) and asked[-1] <= cutoff
@@ -287,6 +289,7 @@ def _measure(
         if chosen is None:
             continue
         atoms, step = chosen
+        first = first or (atoms, step)
         moved = _displaced(batch, atoms, step)
         if reuse:
             moved.neighbor_list = memo  # type: ignore[method-assign]
@@ -335,8 +338,13 @@ def _measure(
     weighed = {k: weigh(obs, cutoff, declared, _label(k, derived)[1]) for k, obs in seen.items()}
     key = max(weighed, key=lambda k: (weighed[k].depth, k.startswith("source")))
     label, _ = _label(key, derived)
-    over = [w for w in weighed.values() if w.depth > declared]
-    reach_cutoff = decide(over, cutoff) if over else None
+    deeper = {k: w for k, w in weighed.items() if w.depth > declared}
+    over = list(deeper.values())
+    thresholds = {k: MOVED_RATIO * floors[k] for k in deeper}
+    isolated = None
+    if over and first is not None:
+        isolated = read_past_cutoff(lambda b: _run(wrapper, b), _displaced, batch, *first, cutoff, deeper, thresholds)
+    reach_cutoff = decide(over, cutoff, None if isolated is None else isolated.moved) if over else None
     longer = reach_cutoff is not None
     depth = declared if longer else weighed[key].depth
     result.update(
@@ -357,7 +365,8 @@ def _measure(
         if spreads
         else "nothing: no displacement changed a bit far from itself, so nothing spreads round-off"
     )
-    result["note"] = _note(used, weighed, unbounded, skips, derived, floor, declared if longer else None)
+    said = reach_words(isolated, over, longer) if over else ""
+    result["note"] = _note(used, weighed, unbounded, skips, derived, floor, said)
     return result
 
 
@@ -368,22 +377,17 @@ def _note(
     skips: Mapping[str, int],
     derived: Mapping[str, bool],
     floor: str,
-    declared: int | None,
+    decided: str,
 ) -> str:
-    """What was measured, per quantity, for `ReceptiveField.note` (`declared`: the declared depth, when a
-    longer cutoff explains the reach)."""
+    """What was measured, per quantity, for `ReceptiveField.note` (`decided`: why the reach was put down to
+    the depth or the cutoff, `receptive_isolated.reach_words`)."""
     parts = [
         f"{_label(k, derived)[0]}: {w.depth} layer(s) ({w.hops} hop(s), {w.angstrom:.3g} Å)" for k, w in weighed.items()
     ]
     parts += [f"{_label(k, derived)[0]}: moved every atom" for k in sorted(unbounded)]
     note = f"{used} atom(s) displaced; moved means by more than {floor}; " + "; ".join(parts)
-    if declared is not None:
-        over = [w for w in weighed.values() if w.depth > declared]
-        note += (
-            f"; a longer cutoff explains the atoms that moved better than more hops: of the atoms within each reach "
-            f"in Å of a probe {sum(w.wrong_cutoff for w in over)} did not move, of those within each reach in hops "
-            f"{sum(w.wrong_depth for w in over)}"
-        )
+    if decided:
+        note += f"; {decided}"
     if unbounded:
         note += " (a lower bound: a per-system quantity feeds back into every atom, hiding the rest of the field)"
     for skipped, far in skips.items():

@@ -13,12 +13,18 @@ explain a set wider than the declared field, each predicting a set of its own:
   it implies is `declared cutoff × ρ / ρ_k`, `ρ_k` how far the declared graph's `D × per_layer` hops
   reach from the same probes.
 
-Every moved atom is in both predicted sets; what tells them apart is the atoms each predicts that did
-not move (`Weighed.wrong_depth`, `wrong_cutoff`, summed over the probes and over the quantities read
-deeper than declared, `decide`). The cutoff is named only
-when it is clearly the better explanation (`CUTOFF_MARGIN`), the cutoff it implies is longer than
-the declared one and enough atoms moved past the declared hops (`MIN_BEYOND`); otherwise a depth is
-advised, so a model whose reach hops explain is always read as deeper, never as a cutoff.
+Every moved atom is in both predicted sets, and on a dense sample the two sets are much the same: a
+depth model's far hops are weak (its edges near the cutoff carry little), so the atoms its hops
+predict at the rim do not move, and it looks like a sharp ball of the reach in Å. So `decide` asks
+the test that tells them apart when it could be made (`receptive_isolated`: the probes displaced
+again with every atom within the declared cutoff removed, where hops carry nothing): the cutoff is
+named when some atom still moved there (and the cutoff it implies is longer than the declared one),
+the depth when none did. Only when that test could not be made does it weigh the atoms each predicts
+that did not move (`Weighed.wrong_depth`, `wrong_cutoff`, summed over the probes and over the
+quantities read deeper than declared): the cutoff is named only when it is clearly the better
+explanation (`CUTOFF_MARGIN`) and enough atoms moved past the declared hops (`MIN_BEYOND`).
+Otherwise a depth is advised: a reach that hops of the declared cutoff carry is read as deeper,
+never as a cutoff.
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ import numpy as np
 __all__ = ["CUTOFF_MARGIN", "MIN_BEYOND", "Observation", "Weighed", "decide", "suggested_cutoff", "weigh"]
 
 CUTOFF_MARGIN = 0.6
-"""The cutoff explains better when it predicts at most this fraction of the atoms the depth predicts
-wrongly (and fewer)."""
+"""Without the isolated probes' test: the cutoff explains better when it predicts at most this
+fraction of the atoms the depth predicts wrongly (and fewer)."""
 
 MIN_BEYOND = 4
 """The cutoff is named only on at least this many moved atoms past the declared hops (over all
@@ -99,13 +105,19 @@ def weigh(observations: Sequence[Observation], declared_cutoff: float, declared_
     return Weighed(hops, angstrom, math.ceil(hops / per_layer), cutoff, wrong_depth, wrong_cutoff, beyond)
 
 
-def decide(over: Sequence[Weighed], declared_cutoff: float) -> float | None:
+def decide(over: Sequence[Weighed], declared_cutoff: float, isolated_moved: int | None = None) -> float | None:
     """The cutoff (Å, unrounded) that explains the quantities read deeper than declared (`over`, at least
-    one) better than more hops do, summed over them (see the module docstring); None: the depth does."""
+    one) rather than more hops (see the module docstring); None: the depth does. `isolated_moved` is
+    how many atoms moved with every atom within the declared cutoff of a probe removed
+    (`receptive_isolated`; None: that test was not made, the predicted sets are weighed instead)."""
     longest = max(w.cutoff for w in over)
+    if longest <= declared_cutoff * (1.0 + 1e-9):
+        return None
+    if isolated_moved is not None:
+        return longest if isolated_moved > 0 else None
     wrong_depth = sum(w.wrong_depth for w in over)
     wrong_cutoff = sum(w.wrong_cutoff for w in over)
-    if longest <= declared_cutoff * (1.0 + 1e-9) or sum(w.beyond for w in over) < MIN_BEYOND:
+    if sum(w.beyond for w in over) < MIN_BEYOND:
         return None
     return longest if wrong_cutoff < CUTOFF_MARGIN * wrong_depth else None
 
