@@ -69,6 +69,7 @@ __all__ = [
     "EXIT_INCONCLUSIVE",
     "EXIT_INTERRUPTED",
     "EXIT_PASSED",
+    "ONE_HOST_TORCHRUN",
     "ConfigError",
     "Target",
     "build_parser",
@@ -84,6 +85,14 @@ EXIT_ERROR = cli_exit.code_of("error")
 EXIT_INCONCLUSIVE = cli_exit.code_of("inconclusive")
 EXIT_FIXED = cli_exit.code_of("passed_after_fix")
 EXIT_INTERRUPTED = cli_exit.code_of("interrupted")
+
+ONE_HOST_TORCHRUN = (
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nproc-per-node=2 --rdzv-backend=c10d "
+    '--rdzv-conf=store_type=file --rdzv-endpoint="$(mktemp -d)/rdzv" --local-addr=127.0.0.1 '
+    "-m distcheck validate TARGET"
+)
+"""torchrun on one host with every socket of the job listening on loopback only (docs/gpus.md, "One
+host", says what each part is for)."""
 
 # --------------------------------------------------------------------------------------------------
 # running
@@ -113,7 +122,7 @@ def _launcher(choice: str) -> LauncherEnv | None:
     if env is None and choice == "torchrun":
         raise ConfigError(
             "--launcher torchrun, but RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set",
-            "start it with torchrun, e.g. torchrun --nproc-per-node=2 -m distcheck validate TARGET",
+            f"start it with torchrun; on one host: {ONE_HOST_TORCHRUN}",
         )
     return env
 

@@ -160,7 +160,7 @@ def test_launcher_torchrun_outside_torchrun_says_how_to_start_it(
     err = capsys.readouterr().err
     assert code == cli.EXIT_ERROR
     assert "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set" in err
-    assert "torchrun --nproc-per-node=2 -m distcheck validate" in err
+    assert cli.ONE_HOST_TORCHRUN in err
 
 
 def test_stray_launcher_variables_run_locally_unless_torchrun_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
