@@ -122,7 +122,7 @@ def _launcher(choice: str) -> LauncherEnv | None:
     if env is None and choice == "torchrun":
         raise ConfigError(
             "--launcher torchrun, but RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set",
-            f"start it with torchrun; on one host: {ONE_HOST_TORCHRUN}",
+            f"start it with torchrun (docs/gpus.md); on one host, listening on loopback only: {ONE_HOST_TORCHRUN}",
         )
     return env
 
