@@ -37,6 +37,7 @@ The handlers:
 - `autograd_functions`: aggregations inside the user's `torch.autograd.Function`s, routed exactly or named;
 - `function_adjoint`: such a Function's backward, run to mirror the exchanges of its forward;
 - `function_mark`: how an unrouted record names such a Function (no torch);
+- `checkpoint_regions`: regions under `torch.utils.checkpoint`, recomputed through the handlers, counted once;
 - `torchscript`: whether a rank runs TorchScript compiled or as Python;
 - `consolidate`: per-rank outputs → global outputs, per output kind.
 

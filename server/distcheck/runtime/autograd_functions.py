@@ -29,11 +29,13 @@ backward runs under `function_adjoint.AdjointMode`:
   and named nowhere.
 - **recomputed**: a backward that runs the forward again with autograd on (the memory-saving pattern)
   runs it through the rank's handlers, so its graph holds their differentiable exchanges, exact as any
-  forward; nothing of that Function is named then.
+  forward; nothing of that Function is named then, and what the recomputation counts is not counted
+  again (`checkpoint_regions.counted_once`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -49,6 +51,7 @@ from torch.autograd.function import BackwardCFunction
 from torch.overrides import TorchFunctionMode
 
 from . import edge_handlers, reduce_handlers
+from .checkpoint_regions import Counted, counted_once
 from .context import RankContext
 from .exchange import REPLICATED_NODE
 from .function_adjoint import AdjointMode, AdjointRecord, tensors_in
@@ -287,13 +290,12 @@ def _backward(ref: weakref.ref[Any], *grads: Any) -> Any:
     if fctx is None:
         raise RuntimeError("distcheck: a torch.autograd.Function's backward ran after its node was freed")
     records: list[AdjointRecord] = fctx.__dict__.get(_RECORDS, [])
-    counts = records[0].rank.handler_counts if records else None
-    before = sum(counts.values()) if counts is not None else 0
     handler = _HANDLER[0] if _HANDLER else None
-    with AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)], handler):
+    once = counted_once(records[0].rank) if records else contextlib.nullcontext(Counted())
+    with once as seen, AdjointMode(records, [g for g in grads if isinstance(g, torch.Tensor)], handler):
         out = type(fctx).apply(fctx, *grads)
-    if counts is not None and sum(counts.values()) > before:
-        return out  # the backward recomputed the forward and the handlers routed it: exact as any forward
+    if seen.routed:
+        return out  # the backward recomputed the forward and the handlers routed it (counted once): exact
     for record in records:
         if record.rows is None or not record.gathered:
             _name(record)

@@ -32,7 +32,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..report.handler_counts import handler_count
 from ..spec import CustomOp
-from . import autograd_functions, edge_handlers, reduce_handlers
+from . import autograd_functions, checkpoint_regions, edge_handlers, reduce_handlers
 from .autograd_functions import name_in_function, route_in_function, running_function, system_sum_in_function
 from .call_args import op_positions
 from .context import RankContext
@@ -95,6 +95,21 @@ class HandlerMode(TorchFunctionMode):
         self.ctx = ctx
         self.custom_ops = {c.op: c for c in custom_ops}
         autograd_functions.use_handler(self)
+        self._regions: list[Any] = []
+
+    def __enter__(self) -> HandlerMode:
+        """On: also a checkpointed region's recomputation runs through this mode (`checkpoint_regions`)."""
+        regions = checkpoint_regions.recomputed_under(self, self.ctx)
+        regions.__enter__()
+        self._regions.append(regions)
+        super().__enter__()  # type: ignore[no-untyped-call]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            super().__exit__(*exc)  # type: ignore[no-untyped-call]
+        finally:
+            self._regions.pop().__exit__(None, None, None)
 
     # -- entry point --------------------------------------------------------------------------
     def __torch_function__(
@@ -272,10 +287,16 @@ class HandlerMode(TorchFunctionMode):
             scaled.append(seed)
         new = dict(a)
         new[seed_key] = scaled[0] if single else tuple(scaled)
-        if func is _T.backward:
-            tensor = new.pop("tensors")
-            return _T.backward(tensor, **new)
-        return func(**new)
+        try:
+            if func is _T.backward:
+                tensor = new.pop("tensors")
+                return _T.backward(tensor, **new)
+            return func(**new)
+        except RuntimeError as e:  # a checkpointed region recomputed differently: named at its call
+            renamed = checkpoint_regions.renamed_mismatch(e)
+            if renamed is e:
+                raise
+            raise renamed from e
 
     def _custom_op(self, op: CustomOp, func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         ctx = self.ctx
