@@ -22,6 +22,7 @@ Modules
 - `ops`: the first torch operation whose value departs, with its file:line (`DivergentOp`);
 - `kernels`: what a rank saw of an undeclared `torch.ops` kernel (`KernelCall`);
 - `fixes`: what distcheck changed in the spec as given, and the fixes it did not try (`SpecFix`, `SkippedFix`);
+- `halo_depth`: the depth (or halo in Å) the halo that failed and the one `widen_halo` passed with give;
 - `handler_counts`: the names of the handler counts (`HANDLER_COUNTS`), the one statement of them (not
   imported by the package: `python -m distcheck.report.handler_counts PAGE` regenerates the docs table);
 - `document`: `TraceReport` and the best-attempt rule; its docstring states the JSON promises;

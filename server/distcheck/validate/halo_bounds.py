@@ -7,7 +7,8 @@ proposes nothing once the halo already covers it, and never goes past `max_halo_
 halo at which every rank still has remote atoms in every system that had some (a rank holding a
 whole system tests nothing about domain boundaries). Only when the field is unknown (not measured,
 or unbounded because a per-system quantity feeds back into every atom) does it double the halo
-under `local`, still within that bound.
+under `local`, still within that bound, and says how many interactions of the declared cutoff the
+wider halo holds (if it passes, `report.halo_depth` reads the depth off it).
 
 `edge_virial_to_halo_correction`: a model whose forces come from per-edge derivatives (autograd with
 respect to the edge vectors) and whose stress comes from a per-atom virial split over both atoms of
@@ -232,6 +233,10 @@ def widened_halo(
     text = f"{why}; widened distribution.policy.halo_width to {fixed.distribution.policy.halo_width:.4g} Å"
     if capped:
         text += " (the widest halo at which every rank still misses part of every system)"
+    cutoff = _wrapper_number(reference, "cutoff")
+    if field is None and policy.scatter_mode == "local" and cutoff:
+        fits = math.floor(target / cutoff + _EPS)
+        text += f", which holds {fits} interaction(s) of the declared {cutoff:.4g} Å cutoff ({fits * cutoff:.4g} Å)"
     return fixed, text
 
 

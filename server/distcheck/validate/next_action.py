@@ -10,7 +10,9 @@ The advice is read off the attempts: a remedy auto-fix tried and rolled back is 
 (the line says it was tried), an adapter the user declared that does not make its helper agree is
 named as the cause, a fix skipped because its halo would be degenerate says why (`report.SkippedFix`),
 and every ready remedy (a helper adapter, a `custom_ops` entry, the receptive field's depth or cutoff
-from `field_advice.field_remedy`) is listed with the exact spec text to write, each once.
+from `field_advice.field_remedy`) is listed with the exact spec text to write, each once. A pass that
+`widen_halo` made under `local` names the depth the halo that failed and the one that passed give
+(`report.halo_depth`), or the halo in Å when no whole depth fits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..report import Attempt, DeadlineReached, HelperDiagnosis, TraceReport, WorkerError, tolerance_for
+from ..report.halo_depth import halo_bracket, halo_remedy
 from ..report.handler_counts import handler_count
 from ..spec import MLIPSpec
 from .evidence import crash_lines, disagreement_head, tried_line, unknown_cause_lines
@@ -143,6 +146,7 @@ def _verdict_action(report: TraceReport) -> str:
         if report.fix_applied:
             head += f" after auto-fix ({best.rule}); save report.spec as your spec file"
         lines.append(head)
+        lines += _bracket_lines(report)
         lines += trust_lines(report)
         lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
@@ -207,6 +211,21 @@ def _verdict_action(report: TraceReport) -> str:
     lines += _remedy_lines(report, best, rolled, lines)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
+
+
+def _bracket_lines(report: TraceReport) -> list[str]:
+    """After a pass `widen_halo` made under `local`: the depth (or the halo in Å) the halo that failed and
+    the one that passed give, with the spec text (`report.halo_depth`); nothing otherwise."""
+    bracket = halo_bracket(report)
+    if bracket is None:
+        return []
+    field = report.receptive_field
+    status = field.status if field is not None else "not_measured"
+    if status == "measured":
+        where = "the attempts measured a deeper receptive field than the reference did"
+    else:
+        where = f"the reference could not measure the receptive field ({status.replace('_', ' ')}); the attempts' halos give"
+    return [f"{where}: {halo_remedy(bracket)}"]
 
 
 def _halo_ruled_out(report: TraceReport, best: Attempt) -> str | None:
