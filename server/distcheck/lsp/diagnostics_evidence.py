@@ -33,6 +33,7 @@ from ..report import (
     view,
 )
 from ..report.checks import receptive_remedy
+from ..report.halo_depth import halo_bracket, halo_remedy
 from ..runtime.function_mark import function_of, function_remedy
 from ..spec import MLIPSpec
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
@@ -403,6 +404,8 @@ def _divergent_op(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
 def _receptive(p: Placer, report: TraceReport) -> None:
     field = report.receptive_field
     remedy = receptive_remedy(field) if field is not None else None  # = validate.field_advice.field_remedy
+    if remedy is None:
+        _attempts_depth(p, report)
     if field is None or remedy is None or field.measured_depth is None:
         return
     where = p.factory(report)
@@ -433,6 +436,23 @@ def _receptive(p: Placer, report: TraceReport) -> None:
         "suggestedCutoff": field.suggested_cutoff,
     }
     p.add(where[0], where[1], "receptive-field", message, WARNING, todo=f"{remedy}.", evidence=evidence, **data)
+
+
+def _attempts_depth(p: Placer, report: TraceReport) -> None:
+    """The depth the halos of the attempts give where the reference could not measure it (`halo_depth`,
+    the text `next_action` gives too), on the factory's `def`."""
+    bracket = halo_bracket(report)
+    where = p.factory(report)
+    if bracket is None or bracket.depth is None or where is None:
+        return
+    message = (
+        f"Receptive field under-declared: the wrapper declares {bracket.declared_depth} interaction(s); a "
+        f"{bracket.failed:g} Å halo failed and {bracket.passed:g} Å passed, which {bracket.depth} give."
+    )
+    evidence = [f"attempt {bracket.attempt + 1} passed after widen_halo; report.spec keeps its halo meanwhile"]
+    data = {"declaredDepth": bracket.declared_depth, "measuredDepth": bracket.depth, "suggestedCutoff": None}
+    todo = f"{halo_remedy(bracket)}."
+    p.add(where[0], where[1], "receptive-field", message, WARNING, todo=todo, evidence=evidence, **data)
 
 
 def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
