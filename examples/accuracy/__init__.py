@@ -18,4 +18,5 @@ module overrides how edges reach atoms (`to_atoms`) and atoms reach systems (`to
   `named_only`         a per-system product (`scatter_reduce(prod)`): no distributed form, named, not fixed
   `autograd_function`  message passing in the user's own `torch.autograd.Function`s (`FORMS`; one 180-atom box)
   `ewald_kernel`       a `torch.ops` structure factor, atoms → k-vectors: named with its entry (one 108-atom box)
+  `checkpointed`       message passing under `torch.utils.checkpoint` (`FORMS`; one 180-atom box)
 """
