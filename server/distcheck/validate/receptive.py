@@ -219,7 +219,8 @@ def measure_receptive_field(
 ) -> dict[str, Any]:
     """Measure the depth in cutoff hops (see the module docstring); runs the wrapper 2 + `PROBE_ROUNDS`
     more times, one fewer when `base` holds the `per_atom_quantities` of a run on `batch` already made
-    (the reference's own forward). `cutoff` is the declared one (hops are counted in its graph); the
+    (the reference's own forward), and twice more on the isolated probes when the reach is deeper than
+    declared (step 5). `cutoff` is the declared one (hops are counted in its graph); the
     declared depth is the wrapper's `num_interactions`. Returns a JSON-ready dict `{"status",
     "cutoff", "measured_depth", "basis", "probes", "note"}` (`status` as `ReceptiveField.status`;
     `lower_bound` True when some quantity moved every atom, so the depth is only a lower bound), and
