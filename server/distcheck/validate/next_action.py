@@ -148,6 +148,8 @@ def _verdict_action(report: TraceReport) -> str:
         lines.append(head)
         lines += _bracket_lines(report)
         lines += trust_lines(report)
+        # a fix not tried (its halo degenerate on this sample) bounds what the pass shows: say why
+        lines += [f"- not tried: {s.rule}: {s.reason}" for a in report.attempts for s in a.skipped_fixes]
         lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
     halo = best.halo_completeness
@@ -224,7 +226,8 @@ def _bracket_lines(report: TraceReport) -> list[str]:
     if status == "measured":
         where = "the attempts measured a deeper receptive field than the reference did"
     else:
-        where = f"the reference could not measure the receptive field ({status.replace('_', ' ')}); the attempts' halos give"
+        status = status.replace("_", " ")
+        where = f"the reference could not measure the receptive field ({status}); the attempts' halos give"
     return [f"{where}: {halo_remedy(bracket)}"]
 
 

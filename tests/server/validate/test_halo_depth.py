@@ -136,3 +136,16 @@ def test_the_widen_rationale_says_how_many_interactions_the_wider_halo_holds() -
         }
         step = widened_halo(spec, halo, reference, None, 2)
         assert step is not None and words in step[1], step
+
+
+def test_a_pass_says_which_fix_it_could_not_try() -> None:
+    from distcheck.report.fixes import PRE_RUN_RULE, SkippedFix
+
+    measured = ReceptiveField("measured", 5.0, 1, 5.0, 3, 15.0, "forces", 2, True, remedy="depth")
+    for widths in ([5.5, 14.48], [5.5, 11.0, 14.48]):
+        report = _report(widths, 5.0, 1, field=measured)
+        reason = "a 15.5 Å halo would leave a rank holding system 0 whole; validate with a larger sample"
+        report.attempts[0].skipped_fixes = [SkippedFix(PRE_RUN_RULE, reason, 15.5)]
+        text = next_action(report)
+        assert text.startswith("OK — ") and f"- not tried: {PRE_RUN_RULE}: {reason}" in text, text
+        assert "set num_interactions = 3 on the wrapper" in text  # the measured remedy, with why its halo was not run
