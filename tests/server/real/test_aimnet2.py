@@ -68,8 +68,9 @@ def test_mol_sum_is_called_seven_times_and_forces_are_the_energy_gradient(monkey
 
 
 @pytest.mark.procs
-@pytest.mark.parametrize("world_size", [2, 4])
-def test_mol_sum_is_flagged_then_adapted(world_size: int, tmp_path: Path) -> None:
+def test_mol_sum_is_flagged_then_adapted(tmp_path: Path) -> None:
+    """At world size 2 (`test_two_molecules_per_batch` does world size 4)."""
+    world_size = 2
     report = validate(aimnet2, world_size)
     first = report.attempts[0]
     assert not first.passed and set(first.failing_outputs) == {"energy", "forces", "charges"}
@@ -119,7 +120,7 @@ def test_seeded_bug_halo_correction_is_switched_to_local(tmp_path: Path) -> None
 @pytest.mark.procs
 def test_seeded_bug_shallow_local_halo_is_widened() -> None:
     """`local` with a one-cutoff halo misses the 2nd and 3rd shells: widened to 3 x 4 Å + 0.5 Å."""
-    report = validate(aimnet2, 4, spec=_correct_spec(halo_width=4.5))
+    report = validate(aimnet2, 2, spec=_correct_spec(halo_width=4.5))
     first = report.attempts[0]
     assert not first.passed and first.halo_completeness.matches is False
     assert first.halo_completeness.required_width == pytest.approx(12.0)
@@ -130,8 +131,16 @@ def test_seeded_bug_shallow_local_halo_is_widened() -> None:
 
 @pytest.mark.procs
 def test_two_molecules_per_batch() -> None:
-    """Per-molecule sums of two systems (charges +1 and -1): every rank holds a slab of each."""
-    report = validate_on_cpu(aimnet2.model_factory, aimnet2.sample_batch_multi(), world_size=4, atol=1e-8, rtol=1e-6)
+    """Per-molecule sums of two systems (charges +1 and -1) at world size 4: every rank holds a slab of
+    each; mol_sum is flagged on every rank and adapted."""
+    world_size = 4
+    report = validate_on_cpu(
+        aimnet2.model_factory, aimnet2.sample_batch_multi(), world_size=world_size, atol=1e-8, rtol=1e-6
+    )
+    assert flagged(report) == [MOL_SUM]
+    diag = next(h for h in report.attempts[0].helper_diagnostics if h.qualname == MOL_SUM)
+    assert diag.n_calls_ref == 7 and diag.n_calls_per_rank == dict.fromkeys(range(world_size), 7)
     assert report.ok, report.next_action
     assert [a.rule for a in report.attempts] == [None, "declare_helper_adapter"]
+    assert report.attempts[-1].handler_counts[f"adapter[{MOL_SUM}]"] == 7 * world_size
     assert report.attempts[-1].verdicts["energy"].n_total == 2
