@@ -27,6 +27,7 @@ Modules
 - `diagnostics_codes`: the diagnostic codes and where each is documented, stated once;
 - `diagnostics_documents`: `spec-invalid` and `config-invalid`, diagnostics of documents;
 - `diagnostics_evidence`: a report's trust evidence as diagnostics;
+- `diagnostics_ops`: ranks that disagree and the first op that departs, as diagnostics;
 - `diagnostics_place`: placing diagnostics without importing user code (`PlaceContext`, `Placer`);
 - `code_actions`: quick fixes, `Save validated spec`, `source.fixAll`;
 - `actions`: quick fixes → `WorkspaceEdit`s on the spec JSON that keep its formatting;

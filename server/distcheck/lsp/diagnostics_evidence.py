@@ -1,19 +1,15 @@
 """The trust evidence of a report as diagnostics: unrouted aggregations at their source lines,
-suspicious outputs where failing outputs show, ranks that disagree at the first module that does,
-and an under-declared receptive field on the factory.
+suspicious outputs where failing outputs show, ranks that disagree and the first op that departs
+(`diagnostics_ops`), and an under-declared receptive field on the factory.
 
 Codes: `unrouted-aggregation` (on the op's line, in a scripted function or at a Python line, and on
 the Python line that called into TorchScript; none inside a flagged or adapted helper, whose own
 diagnostic covers it), `undeclared-custom-op` (instead, for an undeclared `torch.ops` kernel the ranks
 named with its shapes, on the user's call line; its data carries the ready `custom_ops` entry that
 the quick fix inserts, `kernel_entries`), `suspicious-output` (on `output_kinds.<name>` in the spec, else the factory's
-`def`), `rank-disagreement` (on the line of the first torch op whose value departs, else the `class`
-line of the first module whose per-system value differs across ranks, else where failing outputs
-show; none when a passing auto-fix exists: the failing outputs carry it), `divergent-op` (on the line
-of the first torch op whose value departs from the reference, when no `rank-disagreement` sits there;
-none when a passing auto-fix exists), `receptive-field` (on the factory's `def`). Pure: no torch, no user code
-(`validate/` is not imported: its package imports torch, so the advice of `validate/unrouted.py` is
-restated here from the report's records).
+`def`), `rank-disagreement` and `divergent-op` (`diagnostics_ops`), `receptive-field` (on the factory's
+`def`). Pure: no torch, no user code (`validate/` is not imported: its package imports torch, so the
+advice of `validate/unrouted.py` is restated here from the report's records).
 """
 
 from __future__ import annotations
@@ -24,9 +20,7 @@ from typing import Any
 
 from ..report import (
     Attempt,
-    DivergentOp,
     FactoryInfo,
-    RankDisagreement,
     SuspiciousOutput,
     TraceReport,
     UnroutedOp,
@@ -36,14 +30,11 @@ from ..report.checks import receptive_remedy
 from ..report.halo_depth import halo_bracket, halo_remedy
 from ..runtime.function_mark import function_of, function_remedy
 from ..spec import MLIPSpec
+from .diagnostics_ops import disagreement_diagnostics, divergent_op_diagnostics, output_place, which
 from .diagnostics_place import ERROR, WARNING, Placer, first_line, num
 from .text import Span
 
 __all__ = ["eager_tried", "evidence_diagnostics", "kernel_entries", "unrouted_advice"]
-
-
-def _which(attempt: Attempt) -> str:
-    return f"attempt {attempt.index + 1} ({attempt.rule or 'your spec'})"
 
 
 def _fix_advice(fix: Attempt | None) -> str | None:
@@ -98,7 +89,7 @@ def _unrouted_texts(
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
     what = op.aggregation_words
     message = f"Unrouted aggregation {op.op} ({what}): each rank computed only its partial."
-    seen = f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}"
+    seen = f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {which(attempt)}"
     if op.function:
         seen += f", in {op.function}"
     if op.call_file and (op.call_file, op.call_line) != (op.file, op.line):
@@ -135,7 +126,7 @@ def _kernel_texts(
     message = f"Undeclared torch.ops kernel {op.op} ({what}): each rank computed only its partial."
     ranks = ", ".join(str(r) for r in op.ranks) or "?"
     evidence = [
-        f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {_which(attempt)}, "
+        f"{op.op} ran {op.count}× on rank{'s' if len(op.ranks) != 1 else ''} {ranks} under {which(attempt)}, "
         f"not declared in distribution.custom_ops; no handler can see inside it",
         f"on rank {op.ranks[0] if op.ranks else '?'}: {op.kernel.shapes}",
     ]
@@ -236,19 +227,11 @@ def _already(p: Placer, path: str, span: Span, code: str, op: str) -> bool:
     return False
 
 
-def _output_place(p: Placer, report: TraceReport, output: str) -> tuple[str, Span] | None:
-    """Where failing outputs show: `output_kinds.<output>` in the spec file, else the factory's `def`."""
-    span = p.spec_span(["output_kinds", output])
-    if span is not None:
-        return p.ctx.spec_path, span
-    return p.factory(report)
-
-
 def _suspicious_texts(s: SuspiciousOutput, attempt: Attempt) -> tuple[str, list[str]]:
     """The message and the evidence of one suspicious output."""
     message = f"Output {s.name!r} is within tolerance but {num(s.ratio)}× its round-off floor: a distributed error."
     evidence = [
-        f"under {_which(attempt)}: max abs diff {num(s.max_abs_diff)}, round-off floor {num(s.floor)} of this "
+        f"under {which(attempt)}: max abs diff {num(s.max_abs_diff)}, round-off floor {num(s.floor)} of this "
         f"comparison (measured by a replicated control run), threshold {num(s.threshold)}×; the error is too small "
         "for the tolerances"
     ]
@@ -261,144 +244,13 @@ def _suspicious(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
     shown = [report.attempts[0]] + ([best] if best is not None and best is not report.attempts[0] else [])
     for attempt in shown:
         for s in attempt.suspicious:
-            where = _output_place(p, report, s.name)
+            where = output_place(p, report, s.name)
             if where is None:
                 continue
             data = {"output": s.name, "ratio": s.ratio, "floor": s.floor, "attempt": attempt.index}
             data["specPath"] = p.ctx.spec_path
             message, evidence = _suspicious_texts(s, attempt)
             p.add(where[0], where[1], "suspicious-output", message, WARNING, todo=advice, evidence=evidence, **data)
-
-
-def _disagreement_texts(d: RankDisagreement, attempt: Attempt) -> tuple[str, str, list[str]]:
-    """The message, the remedy and the evidence of ranks that disagree on a replicated output."""
-    ranks = ", ".join(str(r) for r in d.ranks)
-    message = f"Ranks {ranks} disagree on the replicated output {d.output!r}; it must be the same on every rank."
-    evidence = [f"{d.summary} under {_which(attempt)}"]
-    m = d.first_module
-    if m is not None:
-        on = ", ".join(str(r) for r in m.ranks)
-        evidence.append(
-            f"the first module whose per-system value differs across ranks is {m.module} ({m.cls}), on rank"
-            f"{'s' if len(m.ranks) > 1 else ''} {on} against rank 0, max |Δ| {num(m.max_abs)}"
-        )
-    op = d.first_op
-    if op is not None:
-        evidence.append(_op_evidence(op))
-    where = (
-        f"at {op.where}"
-        if op is not None
-        else f"in {m.module if m is not None else 'the code that computes ' + d.output}"
-    )
-    remedy = (
-        f"look {where} for a value that depends on the rank or on which atoms the rank holds (a reduction over "
-        "the rank's rows the runtime does not route: write it as index_add/scatter over batch.batch, or declare "
-        "the helper in distribution.third_party_helpers)."
-    )
-    return message, remedy, evidence
-
-
-def _op_evidence(op: DivergentOp) -> str:
-    """The evidence line of the first op whose value departs."""
-    against = "the single-process value" if op.against == "reference" else "rank 0's value"
-    ranks = ", ".join(str(r) for r in op.ranks) or "?"
-    call = f" (call {op.call + 1} at that line)" if op.call else ""
-    matched = f"; the {op.compared} op(s) before it match" if op.compared else ""
-    site = f" (issued inside the package it calls, at {op.package_site})" if op.package_site else ""
-    return (
-        f"the first torch op whose value departs is {op.op} at {os.path.basename(op.file)}:{op.line}{call}{site}: "
-        f"on rank{'s' if len(op.ranks) != 1 else ''} {ranks} it leaves {against} by {num(op.rel_diff)} "
-        f"(relative){matched}"
-    )
-
-
-def _op_place(p: Placer, op: DivergentOp | None) -> tuple[str, Span] | None:
-    """The line of `op` in the user's file, when the file can be read."""
-    if op is None or not op.file or p.ctx.text(op.file) is None:
-        return None
-    return op.file, p.line_span(op.file, op.line)
-
-
-def _disagreements(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
-    if fix is not None:  # the user's spec's disagreement is a symptom: its failing outputs carry the fix
-        return
-    best = report.best_attempt
-    shown = ([best] if best is not None else []) + [report.attempts[0]]
-    seen: set[str] = set()
-    for attempt in shown:
-        for d in attempt.rank_disagreements:
-            if d.output in seen:
-                continue
-            seen.add(d.output)
-            data: dict[str, Any] = {
-                "output": d.output,
-                "ranks": list(d.ranks),
-                "offReference": list(d.off_reference),
-                "attempt": attempt.index,
-            }
-            found = p.class_location(d.first_module.cls) if d.first_module is not None else None
-            if d.first_module is not None:
-                data.update(module=d.first_module.module, cls=d.first_module.cls)
-            message, remedy, evidence = _disagreement_texts(d, attempt)
-            severity = ERROR
-            at_op = _op_place(p, d.first_op)
-            if at_op is not None and d.first_op is not None:  # the line the disagreement starts at
-                data.update(_op_data(d.first_op))
-                p.add(
-                    at_op[0], at_op[1], "rank-disagreement", message, severity, todo=remedy, evidence=evidence, **data
-                )
-                continue
-            if found is not None:
-                p.add(
-                    found.path,
-                    p.location_span(found),
-                    "rank-disagreement",
-                    message,
-                    severity,
-                    todo=remedy,
-                    evidence=evidence,
-                    **data,
-                )
-                continue
-            where = _output_place(p, report, d.output)
-            if where is not None:
-                p.add(
-                    where[0], where[1], "rank-disagreement", message, severity, todo=remedy, evidence=evidence, **data
-                )
-
-
-def _op_data(op: DivergentOp) -> dict[str, Any]:
-    return {"opName": op.op, "opFile": op.file, "opLine": op.line, "against": op.against}
-
-
-def _divergent_op(p: Placer, report: TraceReport, fix: Attempt | None) -> None:
-    """The first op whose value departs from the reference in the user's spec's attempt, on its line;
-    none when a passing auto-fix exists (the failing outputs carry it) or a `rank-disagreement` of the
-    same attempt sits on that line already."""
-    first = report.attempts[0]
-    layer = first.layer_divergence
-    op = layer.first_op if layer is not None else None
-    at = _op_place(p, op)
-    if fix is not None or first.passed or op is None or at is None:
-        return
-    if any(
-        d.first_op is not None and (d.first_op.file, d.first_op.line) == (op.file, op.line)
-        for d in first.rank_disagreements
-    ):
-        return
-    message = f"First operation whose value departs from the single-process run: {op.symbol} ({op.op})."
-    evidence = [_op_evidence(op) + f" under {_which(first)}"]
-    fd = layer.first_divergent if layer is not None else None
-    if fd is not None:
-        evidence.append(f"it runs in the first divergent module, {fd.module or fd.cls} ({fd.cls})")
-    remedy = (
-        "look at this line for an aggregation over atoms the runtime does not route (a matrix product, einsum, "
-        "cumsum or sum over a reshaped view of per-atom values: write it as index_add/scatter over batch.batch) "
-        "or a value that depends on which atoms the rank holds; or declare the helper it calls in "
-        "distribution.third_party_helpers."
-    )
-    data = {**_op_data(op), "attempt": first.index}
-    p.add(at[0], at[1], "divergent-op", message, ERROR, todo=remedy, evidence=evidence, **data)
 
 
 def _receptive(p: Placer, report: TraceReport) -> None:
@@ -461,6 +313,6 @@ def evidence_diagnostics(p: Placer, report: TraceReport, fix: Attempt | None) ->
         return
     _unrouted(p, report, fix)
     _suspicious(p, report, fix)
-    _disagreements(p, report, fix)
-    _divergent_op(p, report, fix)
+    disagreement_diagnostics(p, report, fix)
+    divergent_op_diagnostics(p, report, fix)
     _receptive(p, report)
