@@ -174,7 +174,7 @@ def _verdict_action(report: TraceReport) -> str:
     split = disagreement_head(best)
     if split is not None:
         lines.append(split if not lines else "also: " + split.removeprefix("FAIL — "))
-    suspicious = suspicious_head(best)
+    suspicious = suspicious_head(best, report.receptive_field)
     if suspicious is not None and not lines:
         lines.append(suspicious)
     if best.error is not None and not lines:

@@ -5,7 +5,7 @@ No torch here (`next_action` is imported where torch must not be).
 
 from __future__ import annotations
 
-from ..report import Attempt, TraceReport, receptive_line
+from ..report import Attempt, ReceptiveField, TraceReport, receptive_line
 from .field_advice import field_remedy
 
 __all__ = ["GRAPH_SKIP", "suspicious_head", "trust_lines"]
@@ -15,8 +15,11 @@ GRAPH_SKIP = "a coupling that skips the neighbour graph"
 moved: the model reads a fixed row (or an atom count), which every rank sees differently."""
 
 
-def suspicious_head(best: Attempt) -> str | None:
-    """The headline when the attempt failed only because outputs within tolerance are suspicious."""
+def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str | None:
+    """The headline when the attempt failed only because outputs within tolerance are suspicious. Under
+    `local` its advice follows the receptive field the reference measured (`field`): a halo short of
+    it is widened to it, one that covers it is ruled out, and an unmeasured field gives the next halo
+    to try, one cutoff wider."""
     if not best.suspicious or any(v.status != "suspicious" for v in best.verdicts.values() if not v.passed):
         return None
     worst = max(best.suspicious, key=lambda s: s.ratio)
@@ -27,18 +30,48 @@ def suspicious_head(best: Attempt) -> str | None:
         "replicated control run, threshold "
         f"{worst.threshold:g}×): a real distributed error too small for the tolerances; "
     )
-    policy = best.spec.distribution.policy
-    if policy.kind == "halo" and policy.scatter_mode == "local":
-        width = f"{policy.halo_width:g} Å" if policy.halo_width is not None else "derived from the wrapper"
-        return head + (
-            f"under scatter_mode 'local' (halo {width}) it is the mark of a halo shallower than the receptive field: "
-            "raise num_interactions on the wrapper to its real depth, or distribution.policy.halo_width, until it "
-            "goes away"
-        )
-    return head + (
+    follow = (
         "tighten atol/rtol below the error to make the comparison fail where it is, then follow the first "
         "divergent module"
     )
+    policy = best.spec.distribution.policy
+    if policy.kind != "halo" or policy.scatter_mode != "local":
+        return head + follow
+    width = policy.halo_width
+    said = f"{width:g} Å" if width is not None else "derived from the wrapper"
+    reach = _measured_reach(field)
+    # a halo derived from the wrapper reaches its declared depth × cutoff (plus the skin)
+    covered = width if width is not None else (field.declared_field if field is not None else None)
+    if reach is not None and covered is not None and covered >= reach:
+        return head + (
+            f"under scatter_mode 'local' its halo ({said}) covers the receptive field the reference measured "
+            f"({reach:g} Å), so a shallow halo does not explain it: {follow}"
+        )
+    if reach is not None:
+        return head + (
+            f"under scatter_mode 'local' its halo ({said}) is shallower than the receptive field the reference "
+            f"measured ({reach:g} Å): set distribution.policy.halo_width to at least {reach:g} Å plus the skin"
+        )
+    status = field.status if field is not None else "not measured"
+    cutoff = field.cutoff if field is not None else None
+    wider = (
+        f"set distribution.policy.halo_width = {covered + cutoff:g} (one cutoff more)"
+        if covered is not None and cutoff is not None
+        else "widen distribution.policy.halo_width by one cutoff"
+    )
+    return head + (
+        f"under scatter_mode 'local' (halo {said}) a halo shallower than the receptive field would do this, and the "
+        f"field could not be measured here ({status}): {wider} and validate again; if the error stays, {follow}"
+    )
+
+
+def _measured_reach(field: ReceptiveField | None) -> float | None:
+    """The distance a halo must reach, in Å, by the reference's measurement (depth × cutoff, or the
+    reach when farther), or None when it was not measured."""
+    if field is None or field.status != "measured":
+        return None
+    found = [x for x in (field.measured_field, field.reach_angstrom) if x is not None]
+    return max(found) if found else None
 
 
 def trust_lines(report: TraceReport) -> list[str]:
