@@ -10,7 +10,8 @@ models whose setting changes on disk between validations, each in another kind o
 the factory opens, a helper module of the user's own, and a submodule of a package installed under a
 `site-packages` directory (the setting is a far hop's weight, 0: as declared; 1e-7: one layer deeper,
 under-declared, a wider halo, which no rounding of the outputs shows), and a slice of the accuracy
-scoreboard (routed and buggy twins, a TorchScript fix, an unroutable op, ranks that disagree). Each
+scoreboard (routed and buggy twins, a TorchScript fix, an unroutable op, ranks that disagree, a
+model whose layers run under torch.utils.checkpoint). Each
 model runs twice in the warm process (the second time with what the first left: spares, learned
 packages, the remembered first spec and receptive field), and the torch-patching ones run before the
 correct ones so that anything they left behind would show.
@@ -108,6 +109,13 @@ ACCURACY: list[Entry] = [  # from the accuracy scoreboard (bench/accuracy.py): i
         {},
     ),
     ("acc_rank_constant", "rank_split.py:factory_rank_constant", "rank_split.py:sample_batch", {}, {}),
+    (  # the handler mode swaps torch's checkpoint recomputation in and out per forward
+        "acc_checkpointed",
+        "examples.accuracy.checkpointed:model_factory",
+        "examples.accuracy.checkpointed:sample_batch",
+        {},
+        {},
+    ),
 ]
 SPECS = {name: factory.partition(":")[0] + ":SPEC" for name, factory, *_ in ACCURACY if factory.startswith("examples.")}
 """The spec each accuracy entry is validated under (as the scoreboard does); the others: their wrapper's."""
