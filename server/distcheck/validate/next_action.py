@@ -23,7 +23,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..report import Attempt, DeadlineReached, HelperDiagnosis, TraceReport, WorkerError, tolerance_for
+from ..report import (
+    Attempt,
+    DeadlineReached,
+    HelperDiagnosis,
+    TraceReport,
+    WorkerError,
+    tolerance_for,
+)
+from ..report.fixes import SkippedFix
 from ..report.halo_depth import halo_bracket, halo_remedy
 from ..report.handler_counts import handler_count
 from ..spec import MLIPSpec
@@ -149,7 +157,7 @@ def _verdict_action(report: TraceReport) -> str:
         lines += _bracket_lines(report)
         lines += trust_lines(report)
         # a fix not tried (its halo degenerate on this sample) bounds what the pass shows: say why
-        lines += [f"- not tried: {s.rule}: {s.reason}" for a in report.attempts for s in a.skipped_fixes]
+        lines += [_not_tried(s) for a in report.attempts for s in a.skipped_fixes]
         lines += [tried_line(a) for a in report.attempts[1:]]
         return "\n".join(lines)
     halo = best.halo_completeness
@@ -183,7 +191,7 @@ def _verdict_action(report: TraceReport) -> str:
     skip_head = bool(skipped) and not lines  # the fix with evidence was not tried: that is the next step
     if skip_head:
         lines.append(f"FAIL — the fix that fits was not tried ({skipped[0].rule}): {skipped[0].reason}")
-    skipped_lines = [f"- not tried: {s.rule}: {s.reason}" for s in skipped[1 if skip_head else 0 :]]
+    skipped_lines = [_not_tried(s) for s in skipped[1 if skip_head else 0 :]]
     first = best.layer_divergence.first_divergent if best.layer_divergence is not None else None
     op = best.layer_divergence.first_op if best.layer_divergence is not None else None
     if not lines:
@@ -213,6 +221,11 @@ def _verdict_action(report: TraceReport) -> str:
     lines += _remedy_lines(report, best, rolled, lines)
     lines += [tried_line(a) for a in report.attempts]
     return "\n".join(lines)
+
+
+def _not_tried(skipped: SkippedFix) -> str:
+    """The line of a fix that had evidence but was not tried, with why."""
+    return f"- not tried: {skipped.rule}: {skipped.reason}"
 
 
 def _bracket_lines(report: TraceReport) -> list[str]:
