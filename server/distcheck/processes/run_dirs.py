@@ -24,6 +24,7 @@ __all__ = ["RunDir", "make_run_dir", "multiprocessing_dir", "remove_own_run_dirs
 _RUN_DIR = re.compile(r"^distcheck-(?:run|ref|mp)-(\d+)(?:-|$)")
 _LOCK = "owner.lock"
 _YOUNG_S = 60.0  # a run directory without its lock file this young may be one being created
+_REMOVE_S = 2.0  # how long `RunDir.remove` tries again while something still writes into the directory
 
 
 class RunDir:
@@ -40,16 +41,28 @@ class RunDir:
             os.mkdir(self.path, 0o700)
         else:
             self.path = tempfile.mkdtemp(prefix=f"distcheck-{kind}-{os.getpid()}-")
-        # Locked under another name, then renamed: a sweep never sees the lock file unlocked while its
-        # owner lives.
-        pending = os.path.join(self.path, _LOCK + ".new")
-        self._lock_fd: int | None = os.open(pending, os.O_WRONLY | os.O_CREAT, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        os.rename(pending, os.path.join(self.path, _LOCK))
+        self._lock_fd: int | None = None
+        try:
+            # Locked under another name, then renamed: a sweep never sees the lock file unlocked while
+            # its owner lives.
+            pending = os.path.join(self.path, _LOCK + ".new")
+            self._lock_fd = os.open(pending, os.O_WRONLY | os.O_CREAT, 0o600)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            os.rename(pending, os.path.join(self.path, _LOCK))
+        except BaseException:  # interrupted (a stop signal) or failed half-made: nobody else would remove it
+            self.remove()
+            raise
 
     def remove(self) -> None:
-        """Delete the directory (idempotent)."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Delete the directory (idempotent). A process being killed may still write into it for a
+        moment (a child whose start was interrupted, so that its pid is unknown here), so the removal is
+        tried again for up to `_REMOVE_S` seconds while the directory is still there."""
+        deadline = time.monotonic() + _REMOVE_S
+        while True:
+            shutil.rmtree(self.path, ignore_errors=True)
+            if not os.path.lexists(self.path) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         if self._lock_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)

@@ -21,6 +21,7 @@ __all__ = ["FAR_LEVELS", "low_precision", "roundoff_floors", "spreads_roundoff"]
 FAR_LEVELS = 4
 """A system whose atoms lie fewer hop levels from a probe than this has no far half to read round-off from."""
 
+
 def low_precision(quantities: Mapping[str, torch.Tensor]) -> bool:
     """Whether some observed quantity is single precision or less."""
     return any(torch.finfo(v.dtype).eps > 1e-10 for v in quantities.values() if v.is_floating_point())

@@ -18,8 +18,9 @@ moved: the model reads a fixed row (or an atom count), which every rank sees dif
 def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str | None:
     """The headline when the attempt failed only because outputs within tolerance are suspicious. Under
     `local` its advice follows the receptive field the reference measured (`field`): a halo short of
-    it is widened to it, one that covers it is ruled out, and an unmeasured field gives the next halo
-    to try, one cutoff wider."""
+    it is widened to it, one that covers it is ruled out, and an unmeasured field, or one measured only
+    as a lower bound (a per-system quantity moved every atom), gives the next halo to try, one cutoff
+    wider: a lower bound the halo covers rules nothing out."""
     if not best.suspicious or any(v.status != "suspicious" for v in best.verdicts.values() if not v.passed):
         return None
     worst = max(best.suspicious, key=lambda s: s.ratio)
@@ -42,17 +43,24 @@ def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str |
     reach = _measured_reach(field)
     # a halo derived from the wrapper reaches its declared depth × cutoff (plus the skin)
     covered = width if width is not None else (field.declared_field if field is not None else None)
-    if reach is not None and covered is not None and covered >= reach:
+    bounded = field is not None and not field.lower_bound
+    if bounded and reach is not None and covered is not None and covered >= reach:
         return head + (
             f"under scatter_mode 'local' its halo ({said}) covers the receptive field the reference measured "
             f"({reach:g} Å), so a shallow halo does not explain it: {follow}"
         )
-    if reach is not None:
+    if reach is not None and (covered is None or covered < reach):
         return head + (
             f"under scatter_mode 'local' its halo ({said}) is shallower than the receptive field the reference "
             f"measured ({reach:g} Å): set distribution.policy.halo_width to at least {reach:g} Å plus the skin"
         )
     status = field.status if field is not None else "not measured"
+    unmeasured = f"the field could not be measured here ({status})"
+    if reach is not None:
+        unmeasured = (
+            f"the reference measured only a lower bound of the field ({reach:g} Å: a per-system quantity moved "
+            "every atom, hiding the rest)"
+        )
     cutoff = field.cutoff if field is not None else None
     wider = (
         f"set distribution.policy.halo_width = {covered + cutoff:g} (one cutoff more)"
@@ -60,8 +68,8 @@ def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str |
         else "widen distribution.policy.halo_width by one cutoff"
     )
     return head + (
-        f"under scatter_mode 'local' (halo {said}) a halo shallower than the receptive field would do this, and the "
-        f"field could not be measured here ({status}): {wider} and validate again; if the error stays, {follow}"
+        f"under scatter_mode 'local' (halo {said}) a halo shallower than the receptive field would do this, and "
+        f"{unmeasured}: {wider} and validate again; if the error stays, {follow}"
     )
 
 

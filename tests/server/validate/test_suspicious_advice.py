@@ -1,6 +1,7 @@
 """The suspicious-output headline under `local` follows the receptive field the reference measured:
 a halo that covers it is ruled out (no "raise num_interactions" when the depth was measured and
-covered), a halo short of it is widened to it, and an unmeasured field gives one cutoff more."""
+covered), a halo short of it is widened to it, and an unmeasured field, or a lower bound the halo
+covers (a per-system quantity moved every atom), gives one cutoff more."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def _head(report: TraceReport) -> str:
 @pytest.mark.parametrize(
     ("halo_width", "field"),
     [
-        (None, {}),  # derived from the wrapper: 2 × 3 Å declared, 1 × 3 Å measured
-        (6.5, {"measured_depth": 2, "measured_field": 6.0}),
-        (9.5, {"measured_depth": 2, "measured_field": 6.0, "reach_angstrom": 8.7}),
+        (None, {"lower_bound": False}),  # derived from the wrapper: 2 × 3 Å declared, 1 × 3 Å measured
+        (6.5, {"lower_bound": False, "measured_depth": 2, "measured_field": 6.0}),
+        (9.5, {"lower_bound": False, "measured_depth": 2, "measured_field": 6.0, "reach_angstrom": 8.7}),
     ],
 )
 def test_a_halo_that_covers_the_measured_field_is_ruled_out(halo_width: float | None, field: dict[str, Any]) -> None:
@@ -75,3 +76,24 @@ def test_outside_local_the_advice_is_the_tolerances() -> None:
     data["attempts"][0]["spec"]["distribution"]["policy"]["scatter_mode"] = "halo_correction"
     head = _head(TraceReport.from_dict(data))
     assert "scatter_mode 'local'" not in head and "tighten atol/rtol" in head
+
+
+@pytest.mark.parametrize(
+    ("halo_width", "field", "wider"),
+    [
+        (None, {"lower_bound": True}, "halo_width = 9 (one cutoff more)"),  # the sensitivity model's shape
+        (6.5, {"lower_bound": True, "measured_depth": 2, "measured_field": 6.0}, "halo_width = 9.5 (one cutoff more)"),
+        (9.5, {"lower_bound": True, "measured_depth": 1, "measured_field": 3.0}, "halo_width = 12.5 (one cutoff more)"),
+    ],
+)
+def test_a_lower_bound_the_halo_covers_rules_nothing_out(
+    halo_width: float | None, field: dict[str, Any], wider: str
+) -> None:
+    head = _head(_report(halo_width, **field))
+    assert "covers the receptive field" not in head
+    assert "only a lower bound of the field" in head and wider in head
+
+
+def test_a_lower_bound_beyond_the_halo_still_widens_to_it() -> None:
+    head = _head(_report(3.5, lower_bound=True, measured_depth=2, measured_field=6.0))
+    assert "halo_width to at least 6 Å" in head
