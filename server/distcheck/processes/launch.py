@@ -147,13 +147,12 @@ def run_distributed(
         return kept_run
     if prepared is not None:
         prepared.take()
-    run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
-    workdir = run_dir.path
-    job["workdir"] = workdir
     procs: list[Any] = []
     keep = False
-
-    try:
+    run_dir = prepared.run_dir if prepared is not None else run_dirs.make_run_dir("run")
+    try:  # from the directory's making on: a stop signal anywhere after it still removes it
+        workdir = run_dir.path
+        job["workdir"] = workdir
         for r in range(world_size):
             name = f"distcheck-rank{r}"
             if prepared is not None:

@@ -317,24 +317,24 @@ def run_reference(
     on (`ReferenceRun.field`), within the same bound, with its own threads again. The child runs under
     this process's environment, working directory and `sys.path` as they are when this call starts."""
     caller = CallerContext.capture()  # before anything of this run starts
-    run_dir = run_dirs.make_run_dir("ref")
-    workdir = run_dir.path
-    job = {
-        "workdir": workdir,
-        "owner": os.getpid(),
-        "factory": factory,
-        "batch": batch.to_state(),
-        "device": device,
-        "helper_packages": list(helper_packages),
-        "helper_sample_every": helper_sample_every,
-        "layer_diagnostic": layer_diagnostic,
-        "threads": share(1 + ranks_beside) if ranks_beside else None,
-        "caller": caller,
-    }
-    result_path = os.path.join(workdir, "reference.pt")
     procs: list[Any] = []
     handed_over = False  # once returned, the child and its directory belong to the `PendingField`
-    try:
+    run_dir = run_dirs.make_run_dir("ref")
+    try:  # from the directory's making on: a stop signal anywhere after it still removes it
+        workdir = run_dir.path
+        job = {
+            "workdir": workdir,
+            "owner": os.getpid(),
+            "factory": factory,
+            "batch": batch.to_state(),
+            "device": device,
+            "helper_packages": list(helper_packages),
+            "helper_sample_every": helper_sample_every,
+            "layer_diagnostic": layer_diagnostic,
+            "threads": share(1 + ranks_beside) if ranks_beside else None,
+            "caller": caller,
+        }
+        result_path = os.path.join(workdir, "reference.pt")
         if ahead is not None:
             ahead.start()
         with lifeline.helpers_ignore_sigint():
