@@ -36,6 +36,7 @@ Modules
 """
 
 from .checks import (
+    FEEDBACK_HIDES_FIELD,
     RECEPTIVE_STATUSES,
     ROUNDOFF_STATUSES,
     SAMPLE_WARNINGS,
@@ -96,6 +97,7 @@ from .render import render_text, tolerance_for
 
 __all__ = [
     "DEADLINE_STAGES",
+    "FEEDBACK_HIDES_FIELD",
     "KERNEL_ROLES",
     "MAX_MODULE_DIFFS",
     "RECEPTIVE_STATUSES",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from .codec import Record, wire
 
 __all__ = [
+    "FEEDBACK_HIDES_FIELD",
     "RECEPTIVE_REMEDIES",
     "RECEPTIVE_STATUSES",
     "ROUNDOFF_STATUSES",
@@ -95,6 +96,11 @@ class RoundoffFloor(Record):
     threshold: float
     seconds: float = 0.0
     note: str = ""
+
+
+FEEDBACK_HIDES_FIELD = "a per-system quantity feeds back into every atom"
+"""Why a measured receptive field is only a lower bound (`ReceptiveField.lower_bound`): the words every
+message that says so uses."""
 
 
 @dataclass(eq=False)
@@ -200,7 +206,7 @@ def receptive_line(f: ReceptiveField) -> str:
             f"which a cutoff of {_num(f.measured_field / (f.declared_depth or 1))} Å explains, not more hops"
         )
     if f.lower_bound:
-        measured += ", a lower bound (a per-system quantity feeds back into every atom)"
+        measured += f", a lower bound ({FEEDBACK_HIDES_FIELD})"
     line = f"receptive field: declared {declared}, measured {measured}"
     if f.under_declared:
         line += "; UNDER-DECLARED"

@@ -234,9 +234,7 @@ def widened_halo(
     if capped:
         text += " (the widest halo at which every rank still misses part of every system)"
     cutoff = _wrapper_number(reference, "cutoff")
-    fits = 0
-    if cutoff:
-        fits = math.floor(target / cutoff + _EPS)
+    fits = math.floor(target / cutoff + _EPS) if cutoff else 0
     if field is None and policy.scatter_mode == "local" and cutoff and fits >= 1:
         text += f", which holds {fits} interaction(s) of the declared {cutoff:.4g} Å cutoff ({fits * cutoff:.4g} Å)"
     return fixed, text

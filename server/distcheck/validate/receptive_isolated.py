@@ -80,8 +80,9 @@ def read_past_cutoff(
 ) -> Isolated | None:
     """Displace `probes` by `step` in `isolated_sample` (radius: `cutoff` plus twice the step, so no
     edge of the declared cutoff's graph forms) and count the atoms of the quantities in `over` (read
-    deeper than declared) that changed by more than their `thresholds`, within that quantity's reach
-    in Å of a probe; `run` gives a sample's per-atom quantities, `displace` moves atoms. None when the
+    deeper than declared) that changed by more than their `thresholds` (never zero for a floating
+    quantity: these are two runs of their own, whose round-off no earlier run vouches for), within that
+    quantity's reach in Å of a probe; `run` gives a sample's per-atom quantities, `displace` moves atoms. None when the
     test cannot be made: no atom is left within the reach, or the wrapper fails on the smaller sample."""
     smaller, moved_probes = isolated_sample(batch, probes, cutoff + 2.0 * step + 1e-9)
     distance = np.min([distances_from(smaller, p) for p in moved_probes], axis=0)

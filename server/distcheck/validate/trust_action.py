@@ -5,7 +5,7 @@ No torch here (`next_action` is imported where torch must not be).
 
 from __future__ import annotations
 
-from ..report import Attempt, ReceptiveField, TraceReport, receptive_line
+from ..report import FEEDBACK_HIDES_FIELD, Attempt, ReceptiveField, TraceReport, receptive_line
 from .field_advice import field_remedy
 
 __all__ = ["GRAPH_SKIP", "suspicious_head", "trust_lines"]
@@ -19,7 +19,7 @@ def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str |
     """The headline when the attempt failed only because outputs within tolerance are suspicious. Under
     `local` its advice follows the receptive field the reference measured (`field`): a halo short of
     it is widened to it, one that covers it is ruled out, and an unmeasured field, or one measured only
-    as a lower bound (a per-system quantity moved every atom), gives the next halo to try, one cutoff
+    as a lower bound (`FEEDBACK_HIDES_FIELD`), gives the next halo to try, one cutoff
     wider: a lower bound the halo covers rules nothing out."""
     if not best.suspicious or any(v.status != "suspicious" for v in best.verdicts.values() if not v.passed):
         return None
@@ -58,8 +58,8 @@ def suspicious_head(best: Attempt, field: ReceptiveField | None = None) -> str |
     unmeasured = f"the field could not be measured here ({status})"
     if reach is not None:
         unmeasured = (
-            f"the reference measured only a lower bound of the field ({reach:g} Å: a per-system quantity moved "
-            "every atom, hiding the rest)"
+            f"the reference measured only a lower bound of the field ({reach:g} Å: {FEEDBACK_HIDES_FIELD}, "
+            "hiding the rest)"
         )
     cutoff = field.cutoff if field is not None else None
     wider = (

@@ -95,3 +95,35 @@ def test_the_isolated_sample_leaves_each_probe_no_atom_within_the_cutoff() -> No
     nl = smaller.neighbor_list(4.0 - 1e-6)
     for row in rows:
         assert not (nl.edge_index[0] == row).any()  # the probe has no edge in the declared cutoff's graph
+
+
+def test_round_off_of_the_isolated_runs_alone_is_not_read_as_a_longer_cutoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full sample's probe runs kept every bit far away (floor 0), yet the isolated test's own two runs
+    differ in their last bits, as a float32 model on two CPU threads was seen to: they are judged against
+    the measured floor, never a zero one, so the depth is still named."""
+    from distcheck.validate import receptive
+
+    kwargs: dict[str, Any] = dict(DEEPER["2 layers, cutoff 4, float32, 3 x 3 cells"])
+    batch = _crystal(kwargs.pop("cells"))
+    real = receptive._run
+    noise = torch.Generator().manual_seed(0)
+
+    def last_bits_differ(wrapper: Any, sample: Batch) -> dict[str, torch.Tensor]:
+        out = dict(real(wrapper, sample))
+        if sample.num_atoms < batch.num_atoms:  # the isolated sample's runs only
+            for k, v in out.items():
+                if v.is_floating_point():
+                    sign = torch.randint(0, 2, v.shape, generator=noise).to(v.dtype) * 2 - 1
+                    out[k] = v + sign * v.abs() * torch.finfo(v.dtype).eps
+        return out
+
+    monkeypatch.setattr(receptive, "_run", last_bits_differ)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the full sample's runs then keep every bit: the floor reads 0
+    try:
+        found = measure_receptive_field(model(declared_depth=1, **kwargs), batch, cutoff=4.0, derived={"forces": True})
+    finally:
+        torch.set_num_threads(threads)
+    assert found["noise_floor"] == 0.0, found  # the shape this guards: no round-off seen before the isolated runs
+    assert found["status"] == "measured" and found["remedy"] == "depth", found
+    assert "no other atom moved" in found["note"], found
